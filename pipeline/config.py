@@ -1,0 +1,269 @@
+"""``params.yaml`` parsed once into frozen dataclasses that reject unknown keys and bad values."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from pipeline.errors import UserError
+from pipeline.model import PRESETS
+
+PARAMS_FILE = Path("params.yaml")
+FASHION_MNIST_CLASSES = (
+    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
+)  # fmt: skip
+
+
+class ConfigError(UserError):
+    """A value in params.yaml is missing, unknown, mistyped or out of range."""
+
+
+def _check(condition: bool, key: str, message: str) -> None:
+    if not condition:
+        raise ConfigError(f"params.yaml: {key} {message}")
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    device: str = "auto"
+    precision: str = "bf16"
+    threads: int = 2
+
+    def validate(self, key: str) -> None:
+        _check(self.device in ("auto", "cpu", "cuda", "mps"), f"{key}.device", "must be one of auto, cpu, cuda, mps")
+        _check(self.precision in ("bf16", "fp32"), f"{key}.precision", "must be one of bf16, fp32")
+        _check(self.threads >= 1, f"{key}.threads", "must be at least 1")
+
+
+@dataclass(frozen=True)
+class OfflineConfig:
+    debian_dir: str = "/usr/share/datasets/fashion-mnist"
+    mirror: bool = True
+    classes: list[str] = field(default_factory=lambda: ["Pullover", "Coat", "Shirt"])
+    train_per_class: int = 75
+    model: str = "fmnist"
+
+    def validate(self, key: str) -> None:
+        unknown = [c for c in self.classes if c not in FASHION_MNIST_CLASSES]
+        _check(not unknown, f"{key}.classes", f"has unknown class(es) {unknown}; choose from {list(FASHION_MNIST_CLASSES)}")
+        _check(len(set(self.classes)) >= 2, f"{key}.classes", "needs at least two different classes")
+        _check(len(set(self.classes)) < 10, f"{key}.classes", "must leave at least one class to pretrain the backbone on")
+        _check(1 <= self.train_per_class <= 6000, f"{key}.train_per_class", "must be between 1 and 6000")
+        _check_model(self.model, f"{key}.model")
+
+
+@dataclass(frozen=True)
+class PaperConfig:
+    url: str = "https://github.com/mrdbourke/pytorch-deep-learning/raw/main/data/pizza_steak_sushi.zip"
+    sha256: str = "5e9596fcc939a32996e59bbed8ec690ae39203bbcbc08292a92d44e4c4a27652"
+    folder: str = ""
+    max_extract_mb: int = 1024
+    model: str = "B/16"
+    backbone_model: str = "B/16"
+    weights_url: str = "https://download.pytorch.org/models/vit_b_16-c867db91.pth"
+    weights_sha256: str = "c867db91"
+
+    def validate(self, key: str) -> None:
+        _check_url(self.url, f"{key}.url")
+        _check_url(self.weights_url, f"{key}.weights_url")
+        _check(re.fullmatch(r"[0-9a-f]{64}", self.sha256) is not None, f"{key}.sha256", "must be 64 lowercase hex digits")
+        _check(re.fullmatch(r"[0-9a-f]{8,64}", self.weights_sha256) is not None, f"{key}.weights_sha256",
+               "must be 8 to 64 lowercase hex digits (a sha256 or its prefix)")  # fmt: skip
+        _check(self.max_extract_mb > 0, f"{key}.max_extract_mb", "must be positive")
+        _check_model(self.model, f"{key}.model")
+        _check_model(self.backbone_model, f"{key}.backbone_model")
+
+
+@dataclass(frozen=True)
+class BackboneConfig:
+    epochs: int = 4
+    batch_size: int = 256
+    lr: float = 0.002
+    weight_decay: float = 0.05
+    warmup_fraction: float = 0.1
+    grad_clip: float = 1.0
+    augment: bool = True
+    seed: int = 0
+
+    def validate(self, key: str) -> None:
+        _check_recipe(self, key)
+
+
+@dataclass(frozen=True)
+class TrainScratchConfig:
+    optimizer: str = "adam"
+    lr: float = 0.003
+    weight_decay: float = 0.3
+    batch_size: int = 32
+    epochs: int = 10
+    warmup_fraction: float = 0.0
+    schedule: str = "none"
+    grad_clip: float = 0.0
+    augment: bool = False
+
+    def validate(self, key: str) -> None:
+        _check_recipe(self, key)
+        _check(self.optimizer in ("adam", "adamw"), f"{key}.optimizer", "must be one of adam, adamw")
+        _check(self.schedule in ("none", "cosine"), f"{key}.schedule", "must be one of none, cosine")
+
+
+@dataclass(frozen=True)
+class FinetuneHeadConfig:
+    lr: float = 0.001
+    batch_size: int = 32
+    epochs: int = 10
+
+    def validate(self, key: str) -> None:
+        _check_recipe(self, key)
+
+
+@dataclass(frozen=True)
+class EvaluateConfig:
+    batch_size: int = 256
+
+    def validate(self, key: str) -> None:
+        _check(self.batch_size >= 1, f"{key}.batch_size", "must be at least 1")
+
+
+@dataclass(frozen=True)
+class Params:
+    """Everything in params.yaml."""
+
+    preset: str = "offline"
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    offline: OfflineConfig = field(default_factory=OfflineConfig)
+    paper: PaperConfig = field(default_factory=PaperConfig)
+    backbone: BackboneConfig = field(default_factory=BackboneConfig)
+    train_scratch: TrainScratchConfig = field(default_factory=TrainScratchConfig)
+    finetune_head: FinetuneHeadConfig = field(default_factory=FinetuneHeadConfig)
+    evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
+
+    def validate(self, key: str = "") -> None:
+        _check(self.preset in ("offline", "paper"), "preset", f"must be one of offline, paper, got {self.preset!r}")
+        _check(len(self.seeds) >= 1, "seeds", "must list at least one seed")
+        _check(len(set(self.seeds)) == len(self.seeds), "seeds", "must not repeat a seed")
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if dataclasses.is_dataclass(value):
+                value.validate(f.name)
+
+    @property
+    def model_name(self) -> str:
+        """The architecture of both arms (offline) or of the from-scratch arm (paper)."""
+        return self.offline.model if self.preset == "offline" else self.paper.model
+
+    @property
+    def backbone_model_name(self) -> str:
+        return self.offline.model if self.preset == "offline" else self.paper.backbone_model
+
+
+def _check_model(name: str, key: str) -> None:
+    _check(name in PRESETS, key, f"is {name!r}, not a known model; choose one of {sorted(PRESETS)}")
+
+
+def _check_url(url: str, key: str) -> None:
+    _check(url.split("://", 1)[0] in ("https", "http", "file"), key, f"must be an https, http or file URL, got {url!r}")
+
+
+def _check_recipe(section, key: str) -> None:
+    _check(section.lr > 0, f"{key}.lr", f"must be positive, got {section.lr}")
+    _check(section.batch_size >= 1, f"{key}.batch_size", f"must be at least 1, got {section.batch_size}")
+    _check(section.epochs >= 1, f"{key}.epochs", f"must be at least 1, got {section.epochs}")
+    for name in ("weight_decay", "grad_clip"):
+        if hasattr(section, name):
+            _check(getattr(section, name) >= 0, f"{key}.{name}", "must not be negative")
+    if hasattr(section, "warmup_fraction"):
+        _check(0 <= section.warmup_fraction < 1, f"{key}.warmup_fraction", "must be in [0, 1)")
+
+
+def _coerce(value, annotation, key: str):
+    """Checks ``value`` against a field's type; ints are accepted where floats are expected."""
+    origin = typing.get_origin(annotation)
+    if dataclasses.is_dataclass(annotation):
+        return _build(annotation, value, key)
+    if origin is list:
+        _check(isinstance(value, list), key, f"must be a list, got {value!r}")
+        (item_type,) = typing.get_args(annotation)
+        return [_coerce(item, item_type, f"{key}[{i}]") for i, item in enumerate(value)]
+    if annotation is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        _check(ok, key, f"must be a number, got {value!r}")
+        return float(value)
+    if annotation is int:
+        _check(isinstance(value, int) and not isinstance(value, bool), key, f"must be an integer, got {value!r}")
+        return value
+    if annotation is bool:
+        _check(isinstance(value, bool), key, f"must be true or false, got {value!r}")
+        return value
+    if annotation is str:
+        _check(isinstance(value, str), key, f"must be a string, got {value!r}")
+        return value
+    raise TypeError(f"unsupported field type {annotation} for {key}")  # a bug in this module, not a user error
+
+
+def _build(cls, data, key: str):
+    where = key or "the top level"
+    _check(isinstance(data, dict), where, f"must be a mapping of keys to values, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        prefix = f"{key}." if key else ""
+        raise ConfigError(
+            f"params.yaml: unknown key(s) {[prefix + str(k) for k in unknown]} in {where}; "
+            f"allowed keys are {sorted(known)}"
+        )
+    values = {}
+    for name, value in data.items():
+        annotation = hints[name]
+        if isinstance(annotation, types.UnionType):  # pragma: no cover - no optional fields yet
+            annotation = typing.get_args(annotation)[0]
+        values[name] = _coerce(value, annotation, f"{key}.{name}" if key else name)
+    return cls(**values)
+
+
+def parse_params(data: dict) -> Params:
+    """Builds and validates :class:`Params` from a parsed YAML mapping; missing keys take defaults."""
+    params = _build(Params, data, "")
+    params.validate()
+    return params
+
+
+def load_params(path: str | Path = PARAMS_FILE) -> Params:
+    """Reads and validates ``params.yaml``.
+
+    Raises:
+        ConfigError: the file is missing, is not valid YAML, or has a bad key or value.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"{path} not found; run the stage from the repository root, where params.yaml lives") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path} is not valid YAML ({error}); fix the syntax at the line shown") from None
+    return parse_params(data if data is not None else {})
+
+
+def flatten(params: Params) -> dict[str, str]:
+    """All params as ``{"section.key": value}`` strings, for MLflow."""
+    flat: dict[str, str] = {}
+
+    def walk(prefix: str, value) -> None:
+        if dataclasses.is_dataclass(value):
+            for f in dataclasses.fields(value):
+                walk(f"{prefix}.{f.name}" if prefix else f.name, getattr(value, f.name))
+        else:
+            flat[prefix] = str(value)
+
+    walk("", params)
+    return flat

@@ -1,0 +1,32 @@
+"""User-facing errors: one clear message naming the cause and the fix, never a bare traceback."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable
+
+
+class UserError(Exception):
+    """A fault the user can fix (bad params, missing data, no network); its message says how."""
+
+
+def stage_main(main: Callable[[], None]) -> Callable[[], None]:
+    """Wraps a stage's ``main`` so a :class:`UserError` prints one line and exits with status 1.
+
+    Set ``PIPELINE_DEBUG=1`` to see the full traceback instead.
+    """
+
+    @functools.wraps(main)
+    def wrapper() -> None:
+        try:
+            main()
+        except UserError as error:
+            if os.environ.get("PIPELINE_DEBUG"):
+                raise
+            stage = main.__module__.rsplit(".", 1)[-1]
+            print(f"error in stage {stage}: {error}", file=sys.stderr)
+            raise SystemExit(1) from None
+
+    return wrapper
