@@ -51,9 +51,13 @@ class OfflineConfig:
 
     def validate(self, key: str) -> None:
         unknown = [c for c in self.classes if c not in FASHION_MNIST_CLASSES]
-        _check(not unknown, f"{key}.classes", f"has unknown class(es) {unknown}; choose from {list(FASHION_MNIST_CLASSES)}")
+        _check(
+            not unknown, f"{key}.classes", f"has unknown class(es) {unknown}; choose from {list(FASHION_MNIST_CLASSES)}"
+        )
         _check(len(set(self.classes)) >= 2, f"{key}.classes", "needs at least two different classes")
-        _check(len(set(self.classes)) < 10, f"{key}.classes", "must leave at least one class to pretrain the backbone on")
+        _check(
+            len(set(self.classes)) < 10, f"{key}.classes", "must leave at least one class to pretrain the backbone on"
+        )
         _check(1 <= self.train_per_class <= 6000, f"{key}.train_per_class", "must be between 1 and 6000")
         _check_model(self.model, f"{key}.model")
 
@@ -72,7 +76,9 @@ class PaperConfig:
     def validate(self, key: str) -> None:
         _check_url(self.url, f"{key}.url")
         _check_url(self.weights_url, f"{key}.weights_url")
-        _check(re.fullmatch(r"[0-9a-f]{64}", self.sha256) is not None, f"{key}.sha256", "must be 64 lowercase hex digits")
+        _check(
+            re.fullmatch(r"[0-9a-f]{64}", self.sha256) is not None, f"{key}.sha256", "must be 64 lowercase hex digits"
+        )
         _check(re.fullmatch(r"[0-9a-f]{8,64}", self.weights_sha256) is not None, f"{key}.weights_sha256",
                "must be 8 to 64 lowercase hex digits (a sha256 or its prefix)")  # fmt: skip
         _check(self.max_extract_mb > 0, f"{key}.max_extract_mb", "must be positive")
@@ -246,7 +252,9 @@ def load_params(path: str | Path = PARAMS_FILE) -> Params:
     try:
         text = path.read_text()
     except FileNotFoundError:
-        raise ConfigError(f"{path} not found; run the stage from the repository root, where params.yaml lives") from None
+        raise ConfigError(
+            f"{path} not found; run the stage from the repository root, where params.yaml lives"
+        ) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as error:

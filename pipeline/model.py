@@ -60,9 +60,7 @@ class ViTConfig:
                 f"choose an image size that is a multiple of {self.patch_size}"
             )
         if self.hidden_dim % self.num_heads:
-            raise ValueError(
-                f"hidden_dim {self.hidden_dim} is not divisible by num_heads {self.num_heads}"
-            )
+            raise ValueError(f"hidden_dim {self.hidden_dim} is not divisible by num_heads {self.num_heads}")
         if self.pool not in POOLS:
             raise ValueError(f"pool must be one of {POOLS}, got {self.pool!r}")
         for name in ("dropout", "attention_dropout"):
@@ -89,15 +87,26 @@ PRESETS: dict[str, dict] = {
     "seed-small": dict(patch_size=32, num_layers=12, num_heads=3, hidden_dim=192, mlp_dim=768),
     # For the offline experiment: 28x28 grey Fashion-MNIST, 7x7 patches (16 + 1 tokens).
     "fmnist": dict(
-        image_size=28, in_channels=1, patch_size=7, num_layers=6, num_heads=4,
-        hidden_dim=128, mlp_dim=512,
+        image_size=28,
+        in_channels=1,
+        patch_size=7,
+        num_layers=6,
+        num_heads=4,
+        hidden_dim=128,
+        mlp_dim=512,
     ),
     # Unit tests: fast enough to train for a few steps inside a test.
     "tiny": dict(image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64),
 }
 
 # Table 1 name -> torchvision builder, for the parity tests and the pretrained backbone.
-TORCHVISION_BUILDERS = {"B/16": "vit_b_16", "B/32": "vit_b_32", "L/16": "vit_l_16", "L/32": "vit_l_32", "H/14": "vit_h_14"}
+TORCHVISION_BUILDERS = {
+    "B/16": "vit_b_16",
+    "B/32": "vit_b_32",
+    "L/16": "vit_l_16",
+    "L/32": "vit_l_32",
+    "H/14": "vit_h_14",
+}
 
 
 def vit_config(name: str, **overrides) -> ViTConfig:

@@ -1,0 +1,190 @@
+"""Datasets as uint8 tensors: decoded and resized once by the prepare stage, normalised per batch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from pipeline.errors import UserError
+from pipeline.files import load_tensors, save_tensors, sha256_bytes
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp")
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+FASHION_MNIST_MEAN, FASHION_MNIST_STD = (0.2860,), (0.3530,)
+# The pretrained view follows torchvision's ImageClassification transform: resize to 256, crop 224.
+RESIZE_RATIO = 256 / 224
+
+
+@dataclass
+class ImageSet:
+    """Images (N, C, H, W) uint8 with labels (N,) int64, class names and normalisation."""
+
+    images: torch.Tensor
+    labels: torch.Tensor
+    classes: list[str]
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if self.images.dtype != torch.uint8 or self.images.ndim != 4:
+            raise ValueError(f"images must be uint8 (N, C, H, W), got {self.images.dtype} {tuple(self.images.shape)}")
+        if len(self.images) != len(self.labels):
+            raise ValueError(f"{len(self.images)} images but {len(self.labels)} labels")
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def normalise(self, images: torch.Tensor) -> torch.Tensor:
+        """uint8 (B, C, H, W) -> float32, scaled to [0, 1], then standardised per channel."""
+        mean = torch.tensor(self.mean, device=images.device).view(1, -1, 1, 1)
+        std = torch.tensor(self.std, device=images.device).view(1, -1, 1, 1)
+        return (images.float() / 255 - mean) / std
+
+    def save(self, path: str | Path) -> None:
+        save_tensors(
+            path,
+            {
+                "images": self.images,
+                "labels": self.labels,
+                "classes": list(self.classes),
+                "mean": list(self.mean),
+                "std": list(self.std),
+            },
+        )
+
+    @classmethod
+    def load(cls, path: str | Path) -> ImageSet:
+        data = load_tensors(path)
+        return cls(data["images"], data["labels"], list(data["classes"]), tuple(data["mean"]), tuple(data["std"]))
+
+
+def augment(images: torch.Tensor, generator: torch.Generator, pad: int = 2) -> torch.Tensor:
+    """Random crop after zero padding, and random horizontal flip, on a uint8 or float batch."""
+    batch, _, height, width = images.shape
+    padded = F.pad(images, (pad, pad, pad, pad))
+    dy = torch.randint(0, 2 * pad + 1, (batch,), generator=generator)
+    dx = torch.randint(0, 2 * pad + 1, (batch,), generator=generator)
+    rows = (dy.view(-1, 1) + torch.arange(height)).view(batch, 1, height, 1)
+    cols = (dx.view(-1, 1) + torch.arange(width)).view(batch, 1, 1, width)
+    flip = torch.rand(batch, generator=generator) < 0.5
+    cols = torch.where(flip.view(-1, 1, 1, 1), cols.flip(-1), cols)
+    batch_index = torch.arange(batch).view(-1, 1, 1, 1)
+    channel_index = torch.arange(images.shape[1]).view(1, -1, 1, 1)
+    # (B, C, H+2p, W+2p) gathered at per-image offsets -> (B, C, H, W)
+    return padded[batch_index, channel_index, rows, cols]
+
+
+def batch_preparer(image_set: ImageSet, augment_train: bool):
+    """A batch function for the engine: uint8 -> normalised float, augmented when training and asked."""
+
+    def prepare(images: torch.Tensor, training: bool, generator: torch.Generator) -> torch.Tensor:
+        if training and augment_train:
+            images = augment(images, generator)
+        return image_set.normalise(images)
+
+    return prepare
+
+
+def few_shot_indices(labels: np.ndarray, class_ids: list[int], per_class: int, seed: int) -> np.ndarray:
+    """Sorted indices of ``per_class`` images of each class, drawn with a fixed seed (not the test score)."""
+    rng = np.random.default_rng(seed)
+    chosen = []
+    for class_id in class_ids:
+        candidates = np.flatnonzero(labels == class_id)
+        if len(candidates) < per_class:
+            raise UserError(f"class {class_id} has {len(candidates)} training images, fewer than {per_class} requested")
+        chosen.append(rng.choice(candidates, size=per_class, replace=False))
+    return np.sort(np.concatenate(chosen))
+
+
+def subset(images: np.ndarray, labels: np.ndarray, indices: np.ndarray, class_ids: list[int]) -> tuple:
+    """Images (N, 1, H, W) uint8 and labels remapped to 0..len(class_ids)-1, for ``indices``."""
+    remap = {class_id: i for i, class_id in enumerate(class_ids)}
+    picked = torch.from_numpy(images[indices]).unsqueeze(1).contiguous()  # (N, H, W) -> (N, 1, H, W)
+    new_labels = torch.tensor([remap[int(label)] for label in labels[indices]], dtype=torch.int64)
+    return picked, new_labels
+
+
+def manifest_rows(split: str, images: torch.Tensor, labels: torch.Tensor, classes: list[str], sources: list[str]):
+    """One manifest row per image: split, source (file or index), class, sha256 of the stored pixels."""
+    for image, label, source in zip(images, labels, sources, strict=True):
+        yield split, source, classes[int(label)], sha256_bytes(image.numpy().tobytes())
+
+
+def list_image_folder(root: Path) -> tuple[list[str], dict[str, list[tuple[Path, int]]]]:
+    """Classes and (file, label) pairs of an ImageFolder tree ``root/{train,test}/<class>/<image>``.
+
+    Raises:
+        UserError: a split is missing, a class folder is empty, or the two splits' classes differ.
+    """
+    splits = {}
+    for split in ("train", "test"):
+        folder = root / split
+        if not folder.is_dir():
+            raise UserError(
+                f"{folder} is missing; the dataset must have train/<class>/*.jpg and test/<class>/*.jpg folders"
+            )
+        classes = sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+        if not classes:
+            raise UserError(f"{folder} has no class folders; put each class's images in {folder}/<class name>/")
+        splits[split] = classes
+    if splits["train"] != splits["test"]:
+        raise UserError(
+            f"train and test have different class folders: train {splits['train']}, test {splits['test']}; "
+            "make both splits hold the same classes"
+        )
+    classes = splits["train"]
+    files: dict[str, list[tuple[Path, int]]] = {}
+    for split in ("train", "test"):
+        pairs = []
+        for label, name in enumerate(classes):
+            images = sorted(p for p in (root / split / name).iterdir() if p.is_file() and not p.name.startswith("."))
+            if not images:
+                raise UserError(f"{root / split / name} is empty; every class needs at least one image")
+            pairs += [(p, label) for p in images]
+        files[split] = pairs
+    return classes, files
+
+
+def decode_image(path: Path, size: int, mode: str, channels: int) -> torch.Tensor:
+    """Decodes one image file to uint8 (C, size, size).
+
+    Args:
+        path: a JPEG, PNG or other file PIL can read.
+        size: output side length.
+        mode: "resize" squashes to size x size (seed 000's from-scratch transform); "crop" resizes the
+            short side to size * 256/224 and takes the centre size x size (torchvision's weights' transform).
+        channels: 3 for RGB, 1 for greyscale.
+
+    Raises:
+        UserError: the file is not an image or is truncated.
+    """
+    from PIL import Image, UnidentifiedImageError
+    from torchvision.transforms import InterpolationMode
+    from torchvision.transforms import functional as TF
+
+    try:
+        with Image.open(path) as image:
+            image = image.convert("RGB" if channels == 3 else "L")
+            image.load()
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
+        raise UserError(
+            f"{path} is not a readable image ({error}); remove or replace it and rerun the prepare stage"
+        ) from None
+    if mode == "resize":
+        image = TF.resize(image, [size, size], interpolation=InterpolationMode.BILINEAR)
+    else:
+        image = TF.resize(image, round(size * RESIZE_RATIO), interpolation=InterpolationMode.BILINEAR)
+        image = TF.center_crop(image, [size, size])
+    return TF.pil_to_tensor(image)
+
+
+def load_split(path: Path) -> ImageSet:
+    """Loads a prepared split, with a hint when the prepare stage has not run."""
+    if not Path(path).is_file():
+        raise UserError(f"{path} is missing; run `dvc repro` (the prepare stage makes it)")
+    return ImageSet.load(path)

@@ -1,0 +1,83 @@
+"""Stage finetune_head: freeze the pretrained backbone and train a new linear head, per seed.
+
+The frozen backbone's features are computed once; training the head on them is the same as
+seed 000's per-epoch forward through the frozen model (tests/test_pipeline_units.py proves it),
+only 10x cheaper for 10 epochs.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from pipeline import paths
+from pipeline.config import Params, load_params
+from pipeline.data import batch_preparer, load_split
+from pipeline.engine import Recipe, extract_features, train
+from pipeline.errors import UserError, stage_main
+from pipeline.files import file_sha256, load_tensors, save_tensors, write_text
+from pipeline.history import FIELDS, history_csv, mean_over_seeds, with_seed
+from pipeline.model import ViT, vit_config
+from pipeline.runtime import Runtime, resolve_runtime, seed_everything
+from pipeline.tracking import stage_tracker
+
+
+def load_backbone(params: Params, runtime: Runtime) -> ViT:
+    """Our ViT with the backbone's weights, frozen and in eval mode."""
+    state = load_tensors(paths.BACKBONE)
+    num_classes = state["heads.head.weight"].shape[0]
+    backbone = ViT(vit_config(params.backbone_model_name, num_classes=num_classes))
+    try:
+        backbone.load_state_dict(state, strict=True)
+    except RuntimeError as error:
+        raise UserError(
+            f"{paths.BACKBONE} does not fit model {params.backbone_model_name!r} ({str(error).splitlines()[0]}); "
+            "rerun the backbone stage (`dvc repro backbone`)"
+        ) from None
+    backbone.requires_grad_(False)
+    return backbone.to(runtime.device).eval()
+
+
+def head_state(head: nn.Linear) -> dict[str, torch.Tensor]:
+    """The head's weights under the names they have inside the ViT."""
+    return {"heads.head.weight": head.weight.detach().cpu(), "heads.head.bias": head.bias.detach().cpu()}
+
+
+@stage_main
+def main() -> None:
+    params = load_params()
+    runtime = resolve_runtime(params.runtime)
+    train_set = load_split(paths.prepared_split("pretrained", "train"))
+    test_set = load_split(paths.prepared_split("pretrained", "test"))
+    backbone = load_backbone(params, runtime)
+    batch = params.evaluate.batch_size
+    train_features = extract_features(backbone, train_set.images, runtime, batch, batch_preparer(train_set, False))
+    test_features = extract_features(backbone, test_set.images, runtime, batch, batch_preparer(test_set, False))
+    cfg = params.finetune_head
+    recipe = Recipe(lr=cfg.lr, batch_size=cfg.batch_size, epochs=cfg.epochs, optimizer="adam")
+    backbone_hash = file_sha256(paths.BACKBONE)
+    histories = {}
+    for seed in params.seeds:
+        generator = seed_everything(seed)
+        head = nn.Linear(backbone.config.hidden_dim, len(train_set.classes)).to(runtime.device)
+        with stage_tracker(
+            params, "finetune_head", seed=seed, arm="pretrained", backbone_sha256=backbone_hash
+        ) as tracker:
+
+            def report(record: dict, seed: int = seed, tracker=tracker) -> None:
+                tracker.log_metrics({k: v for k, v in record.items() if k != "epoch"}, step=record["epoch"])
+                print(f"pretrained seed {seed} epoch {record['epoch']}: test_acc {record['test_acc']:.4f}")
+
+            histories[seed] = train(
+                head, train_features, train_set.labels, recipe, runtime, generator,
+                test_inputs=test_features, test_labels=test_set.labels, on_epoch=report,
+            )  # fmt: skip
+            last = histories[seed][-1]
+            tracker.log_metrics({"final_test_acc": last["test_acc"], "final_test_loss": last["test_loss"]})
+        save_tensors(paths.head_model(seed), head_state(head))
+    write_text(paths.HISTORY / "pretrained.csv", history_csv(mean_over_seeds(histories)))
+    write_text(paths.HISTORY / "pretrained_seeds.csv", history_csv(with_seed(histories), ["seed", *FIELDS]))
+
+
+if __name__ == "__main__":
+    main()

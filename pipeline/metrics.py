@@ -1,0 +1,65 @@
+"""Per-image test metrics, baselines and seed statistics for the evaluate stage."""
+
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+import torch
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
+
+
+def spread(values: list[float]) -> dict:
+    """Mean, sample standard deviation (0 for one seed) and the per-seed values."""
+    return {
+        "mean": statistics.fmean(values),
+        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "per_seed": list(values),
+    }
+
+
+def per_class(labels: torch.Tensor, predictions: torch.Tensor, classes: list[str]) -> dict:
+    """Precision, recall and F1 of each class (0 where a class is never predicted)."""
+    precision, recall, f1, _ = precision_recall_fscore_support(
+        labels.numpy(), predictions.numpy(), labels=list(range(len(classes))), zero_division=0
+    )
+    return {
+        name: {"precision": float(p), "recall": float(r), "f1": float(f)}
+        for name, p, r, f in zip(classes, precision, recall, f1, strict=True)
+    }
+
+
+def mean_per_class(reports: list[dict]) -> dict:
+    """The seed mean of :func:`per_class` reports."""
+    return {
+        name: {k: statistics.fmean(report[name][k] for report in reports) for k in reports[0][name]}
+        for name in reports[0]
+    }
+
+
+def collapse(predictions: torch.Tensor) -> float:
+    """Share of predictions in the most frequent predicted class: 1.0 means one class for every image."""
+    return torch.bincount(predictions).max().item() / len(predictions)
+
+
+def confusion(labels: torch.Tensor, predictions: torch.Tensor, num_classes: int) -> list[list[int]]:
+    return confusion_matrix(labels.numpy(), predictions.numpy(), labels=list(range(num_classes))).tolist()
+
+
+def majority_baseline(train_labels: torch.Tensor, test_labels: torch.Tensor) -> float:
+    """Test accuracy of always predicting the most frequent training class (ties: lowest index)."""
+    majority = torch.bincount(train_labels).argmax()
+    return (test_labels == majority).float().mean().item()
+
+
+def pixels_logreg(train_images: torch.Tensor, train_labels: torch.Tensor, test_images: torch.Tensor,
+                  test_labels: torch.Tensor) -> float:  # fmt: skip
+    """Test accuracy of a logistic regression on raw pixels scaled to [0, 1], fit on the same few-shot images."""
+
+    def flat(images: torch.Tensor) -> np.ndarray:
+        return images.reshape(len(images), -1).numpy().astype(np.float32) / 255
+
+    classifier = LogisticRegression(max_iter=1000)
+    classifier.fit(flat(train_images), train_labels.numpy())
+    return float((classifier.predict(flat(test_images)) == test_labels.numpy()).mean())

@@ -1,0 +1,146 @@
+"""MLflow tracking that never stops a stage: on any MLflow failure it warns once and carries on.
+
+DVC's metrics files are the record; MLflow is the browsable history. The default store is
+``sqlite:///<repo root>/mlflow.db`` (``DVC_ROOT`` when DVC sets it, so queued and temporary
+experiments share one store) with artifacts in ``<repo root>/mlartifacts``;
+``MLFLOW_TRACKING_URI`` points it elsewhere, e.g. at a team server.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import torch
+
+
+def repo_root() -> Path:
+    return Path(os.environ.get("DVC_ROOT") or Path.cwd()).resolve()
+
+
+def tracking_uri() -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{repo_root() / 'mlflow.db'}"
+
+
+def git_state() -> dict[str, str]:
+    """The commit and whether the work tree differs from it (``unknown`` outside git)."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], capture_output=True, text=True, check=True, timeout=30).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.SubprocessError):
+        return {"git_commit": "unknown", "git_dirty": "unknown"}
+    return {"git_commit": commit, "git_dirty": str(dirty).lower()}
+
+
+def provenance() -> dict[str, str]:
+    """Versions and machine, logged with every run."""
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "platform": platform.platform(),
+        "cpu_count": str(os.cpu_count()),
+    }
+
+
+class Tracker:
+    """One MLflow run. Use as a context manager; every method is a no-op after a failure."""
+
+    def __init__(self, experiment: str, run_name: str, tags: dict[str, str], params: dict[str, str]):
+        self.experiment, self.run_name, self.tags, self.params = experiment, run_name, tags, params
+        self.client = None
+        self.run_id = None
+        self.started = time.time()
+
+    def _fail(self, action: str, error: Exception) -> None:
+        message = (
+            f"MLflow {action} failed ({type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''})"
+        )
+        print(
+            f"warning: {message}; continuing without tracking (metrics/*.json still record this run)", file=sys.stderr
+        )
+        self.client = None
+
+    def __enter__(self) -> Tracker:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                import mlflow
+                from mlflow.entities import Param, RunTag
+
+                uri = tracking_uri()
+                self.client = mlflow.MlflowClient(tracking_uri=uri)
+                found = self.client.get_experiment_by_name(self.experiment)
+                if found is not None:
+                    experiment_id = found.experiment_id
+                else:
+                    artifacts = None
+                    if uri.startswith("sqlite:"):
+                        artifacts = (repo_root() / "mlartifacts" / self.experiment).as_uri()
+                    experiment_id = self.client.create_experiment(self.experiment, artifact_location=artifacts)
+                run = self.client.create_run(experiment_id, run_name=self.run_name)
+                self.run_id = run.info.run_id
+                tags = {**self.tags, **git_state(), **provenance()}
+                if os.environ.get("DVC_EXP_NAME"):
+                    tags["dvc_experiment"] = os.environ["DVC_EXP_NAME"]
+                params = [Param(k, str(v)[:6000]) for k, v in self.params.items()]
+                self.client.log_batch(
+                    self.run_id, params=params, tags=[RunTag(k, str(v)) for k, v in tags.items()], synchronous=True
+                )
+        except Exception as error:  # any MLflow or store problem must not stop the stage
+            self._fail("start", error)
+        return self
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        if self.client is None:
+            return
+        try:
+            from mlflow.entities import Metric
+
+            now = int(time.time() * 1000)
+            batch = [Metric(k, float(v), now, step or 0) for k, v in metrics.items()]
+            self.client.log_batch(self.run_id, metrics=batch, synchronous=True)
+        except Exception as error:
+            self._fail("log_metrics", error)
+
+    def log_artifact(self, path: str | Path) -> None:
+        if self.client is None or not Path(path).exists():
+            return
+        try:
+            self.client.log_artifact(self.run_id, str(path))
+        except Exception as error:
+            self._fail("log_artifact", error)
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self.client is None:
+            return
+        try:
+            self.client.log_metric(self.run_id, "wall_time_s", time.time() - self.started)
+            self.client.set_terminated(self.run_id, status="FINISHED" if exc_type is None else "FAILED")
+        except Exception as error:
+            self._fail("finish", error)
+
+
+def stage_tracker(params, stage: str, seed: int | None = None, **tags: str) -> Tracker:
+    """A :class:`Tracker` for one stage (and seed) of the preset's MLflow experiment, with the
+    flattened params and the data hash (the prepared manifest's sha256) as tags."""
+    from pipeline import paths
+    from pipeline.config import flatten
+    from pipeline.files import file_sha256
+
+    manifest = paths.PREPARED / "manifest.csv"
+    all_tags = {"stage": stage, "preset": params.preset, **tags}
+    if manifest.is_file():
+        all_tags["data_sha256"] = file_sha256(manifest)
+    if seed is not None:
+        all_tags["seed"] = str(seed)
+    run_name = stage if seed is None else f"{stage}-seed{seed}"
+    return Tracker(f"vit-{params.preset}", run_name, all_tags, flatten(params))
