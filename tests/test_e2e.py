@@ -1,0 +1,259 @@
+"""Every stage end to end, through real `dvc repro` and a real MLflow store, on tiny synthetic data.
+
+The paper preset runs against a loopback HTTP server that serves a synthetic ImageFolder zip and
+a tiny ViT's state dict in place of torchvision's weights; the offline preset runs on IDX files
+written here. Nothing leaves the machine.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import hashlib
+import io
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import threading
+import zipfile
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from pipeline.model import ViT, vit_config
+
+REPO = Path(__file__).resolve().parents[1]
+CLASSES = ("alpha", "beta", "gamma")
+EVALUATE_KEYS = {"scratch", "pretrained", "baselines", "preset", "n_train", "n_test", "classes"}
+ARM_KEYS = {"test_acc", "test_loss", "per_class", "collapse", "file_size_mb", "params"}
+
+pytestmark = pytest.mark.e2e
+
+
+class QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A loopback HTTP server over a folder; yields (folder, base URL)."""
+    root = tmp_path_factory.mktemp("served")
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(root)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield root, f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def png_bytes(rng: np.random.Generator, label: int) -> bytes:
+    from PIL import Image
+
+    # Each class has its own colour so a model can learn something; sizes vary like real photos.
+    height, width = rng.integers(36, 60, size=2)
+    pixels = rng.integers(0, 80, size=(height, width, 3), dtype=np.uint8)
+    pixels[..., label] += 150
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def image_folder_zip(per_class: dict[str, int]) -> bytes:
+    rng = np.random.default_rng(0)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for split, count in per_class.items():
+            for label, name in enumerate(CLASSES):
+                for i in range(count):
+                    archive.writestr(f"{split}/{name}/{i}.png", png_bytes(rng, label))
+    return buffer.getvalue()
+
+
+def run(args: list[str], cwd: Path, env: dict[str, str]) -> str:
+    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, f"{' '.join(args)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    return result.stdout + result.stderr
+
+
+def clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DVC_", "MLFLOW_"))}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.update(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+    return env
+
+
+def copy_project(target: Path) -> None:
+    shutil.copytree(REPO / "pipeline", target / "pipeline", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("dvc.yaml", "params.yaml", ".gitignore"):
+        shutil.copy(REPO / name, target / name)
+
+
+def write_params(repo: Path, **sections) -> None:
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    for section, values in sections.items():
+        if isinstance(values, dict):
+            params[section].update(values)
+        else:
+            params[section] = values
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+@pytest.fixture(scope="module")
+def paper_repo(tmp_path_factory, server):
+    """A git + DVC copy of the project set to the paper preset, after one `dvc repro`."""
+    served, base = server
+    archive = image_folder_zip({"train": 6, "test": 3})
+    (served / "images.zip").write_bytes(archive)
+    torch.manual_seed(0)
+    weights = io.BytesIO()
+    torch.save(ViT(vit_config("tiny", num_classes=10)).state_dict(), weights)
+    (served / "tiny_vit.pth").write_bytes(weights.getvalue())
+
+    repo = tmp_path_factory.mktemp("project")
+    copy_project(repo)
+    write_params(
+        repo,
+        preset="paper",
+        seeds=[0, 1],
+        paper={
+            "url": f"{base}/images.zip",
+            "sha256": hashlib.sha256(archive).hexdigest(),
+            "model": "tiny",
+            "backbone_model": "tiny",
+            "weights_url": f"{base}/tiny_vit.pth",
+            "weights_sha256": hashlib.sha256(weights.getvalue()).hexdigest()[:16],
+        },
+        train_scratch={"epochs": 2, "batch_size": 8},
+        finetune_head={"epochs": 2, "batch_size": 8},
+    )
+    env = clean_env()
+    run(["git", "init", "-q"], repo, env)
+    run(["dvc", "init", "-q"], repo, env)
+    run(["dvc", "config", "core.analytics", "false"], repo, env)
+    run(["git", "add", "-A"], repo, env)
+    run(["git", "commit", "-qm", "project"], repo, env)
+    output = run(["dvc", "repro"], repo, env)
+    return repo, env, output
+
+
+def test_repro_runs_every_stage_and_writes_documented_metrics(paper_repo):
+    repo, _, output = paper_repo
+    for stage in ("download", "prepare", "backbone", "train_scratch", "finetune_head", "evaluate", "plot"):
+        assert f"Running stage '{stage}'" in output
+    metrics = json.loads((repo / "metrics/evaluate.json").read_text())
+    assert set(metrics) >= EVALUATE_KEYS
+    assert metrics["preset"] == "paper"
+    assert metrics["classes"] == list(CLASSES)
+    assert (metrics["n_train"], metrics["n_test"]) == (18, 9)
+    for arm in ("scratch", "pretrained"):
+        assert set(metrics[arm]) >= ARM_KEYS
+        acc = metrics[arm]["test_acc"]
+        assert len(acc["per_seed"]) == 2 and all(0 <= a <= 1 for a in acc["per_seed"])
+        assert abs(acc["mean"] - sum(acc["per_seed"]) / 2) < 1e-12
+        assert set(metrics[arm]["per_class"]) == set(CLASSES)
+        assert 1 / 3 <= metrics[arm]["collapse"] <= 1
+        assert 0 < metrics[arm]["file_size_mb"]["head"] < metrics[arm]["file_size_mb"]["model"]
+    assert metrics["pretrained"]["params"]["trainable"] == 32 * 3 + 3  # D * classes + bias: only the head
+    assert metrics["scratch"]["params"]["trainable"] == metrics["scratch"]["params"]["total"]
+    assert metrics["baselines"]["chance"] == pytest.approx(1 / 3)
+    assert metrics["baselines"]["majority"] == pytest.approx(1 / 3)
+    for png in ("curves", "confusion", "comparison", "size_vs_accuracy"):
+        assert (repo / "plots" / f"{png}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (repo / "models/scratch/seed_1.pt").is_file() and (repo / "models/pretrained/head_seed_1.pt").is_file()
+
+
+def test_mlflow_records_every_training_run_with_tags(paper_repo):
+    import mlflow
+
+    repo, _, _ = paper_repo
+    client = mlflow.MlflowClient(f"sqlite:///{repo / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("vit-paper")
+    runs = client.search_runs([experiment.experiment_id])
+    by_name = {run.info.run_name: run for run in runs}
+    assert {"train_scratch-seed0", "train_scratch-seed1", "finetune_head-seed0", "finetune_head-seed1"} <= set(by_name)
+    run = by_name["finetune_head-seed1"]
+    assert run.data.tags["stage"] == "finetune_head" and run.data.tags["seed"] == "1"
+    assert len(run.data.tags["git_commit"]) == 40 and "backbone_sha256" in run.data.tags
+    assert "data_sha256" in run.data.tags
+    assert run.data.params["finetune_head.epochs"] == "2"
+    history = client.get_metric_history(run.info.run_id, "test_acc")
+    assert [m.step for m in history] == [1, 2]
+
+
+def test_second_repro_is_a_no_op(paper_repo):
+    repo, env, _ = paper_repo
+    output = run(["dvc", "repro"], repo, env)
+    assert "Running stage" not in output
+    assert "up to date" in output.lower()
+
+
+def test_changing_one_param_reruns_only_dependent_stages(paper_repo):
+    repo, env, _ = paper_repo
+    write_params(repo, finetune_head={"lr": 0.002})
+    output = run(["dvc", "repro"], repo, env)
+    ran = {stage for stage in ("download", "prepare", "backbone", "train_scratch", "finetune_head", "evaluate", "plot")
+           if f"Running stage '{stage}'" in output}  # fmt: skip
+    assert ran == {"finetune_head", "evaluate", "plot"}
+
+
+def test_push_then_fresh_clone_pulls_identical_results(paper_repo, tmp_path):
+    repo, env, _ = paper_repo
+    remote = tmp_path / "remote"
+    run(["dvc", "remote", "add", "-d", "shared", str(remote)], repo, env)
+    run(["dvc", "push"], repo, env)
+    run(["git", "add", "-A"], repo, env)
+    run(["git", "commit", "-qm", "results"], repo, env)
+    clone = tmp_path / "clone"
+    run(["git", "clone", "-q", str(repo), str(clone)], tmp_path, env)
+    run(["dvc", "pull"], clone, env)
+    status = run(["dvc", "status"], clone, env)
+    assert "up to date" in status.lower()
+    assert (clone / "metrics/evaluate.json").read_bytes() == (repo / "metrics/evaluate.json").read_bytes()
+    for path in ("models/backbone.pt", "models/scratch/seed_0.pt", "data/prepared/manifest.csv"):
+        assert (clone / path).read_bytes() == (repo / path).read_bytes()
+
+
+def idx_bytes(array: np.ndarray) -> bytes:
+    magic = 0x0801 if array.ndim == 1 else 0x0803
+    return struct.pack(">I", magic) + b"".join(struct.pack(">I", n) for n in array.shape) + array.tobytes()
+
+
+def test_offline_preset_runs_on_a_small_idx_fixture(tmp_path):
+    """prepare -> plot on IDX files written here (download is covered by tests/test_fetch.py)."""
+    repo = tmp_path / "project"
+    repo.mkdir()
+    copy_project(repo)
+    write_params(
+        repo,
+        seeds=[0],
+        offline={"classes": ["Trouser", "Sandal", "Bag"], "train_per_class": 4},
+        backbone={"epochs": 1, "batch_size": 16},
+        train_scratch={"epochs": 1, "batch_size": 8},
+        finetune_head={"epochs": 1, "batch_size": 8},
+    )
+    rng = np.random.default_rng(0)
+    raw = repo / "data/raw/fashion-mnist"
+    raw.mkdir(parents=True)
+    for prefix, per_class in (("train", 8), ("t10k", 3)):
+        labels = np.repeat(np.arange(10, dtype=np.uint8), per_class)
+        images = rng.integers(0, 256, size=(len(labels), 28, 28), dtype=np.uint8)
+        (raw / f"{prefix}-images-idx3-ubyte").write_bytes(gzip.compress(idx_bytes(images)))
+        (raw / f"{prefix}-labels-idx1-ubyte").write_bytes(idx_bytes(labels))
+    env = clean_env()
+    env["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    for stage in ("prepare", "backbone", "train_scratch", "finetune_head", "evaluate", "plot"):
+        run([sys.executable, "-m", f"pipeline.{stage}"], repo, env)
+    info = json.loads((repo / "data/prepared/info.json").read_text())
+    assert info["counts"] == {"train": 12, "test": 9, "pool_train": 56, "pool_test": 21}
+    assert "Trouser" not in info["pool_classes"] and len(info["pool_classes"]) == 7
+    backbone = json.loads((repo / "metrics/backbone.json").read_text())
+    assert backbone["source"] == "pretrain" and backbone["n_pretrain"] == 56
+    metrics = json.loads((repo / "metrics/evaluate.json").read_text())
+    assert metrics["classes"] == ["Trouser", "Sandal", "Bag"] and metrics["n_test"] == 9
