@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import time
 from collections.abc import Callable
 
 
@@ -20,13 +21,17 @@ def stage_main(main: Callable[[], None]) -> Callable[[], None]:
 
     @functools.wraps(main)
     def wrapper() -> None:
+        # Under `python -m pipeline.X` the module is __main__; its spec keeps the real name.
+        spec = main.__globals__.get("__spec__")
+        stage = (spec.name if spec else main.__module__).rsplit(".", 1)[-1]
+        started = time.perf_counter()
         try:
             main()
         except UserError as error:
             if os.environ.get("PIPELINE_DEBUG"):
                 raise
-            stage = main.__module__.rsplit(".", 1)[-1]
             print(f"error in stage {stage}: {error}", file=sys.stderr)
             raise SystemExit(1) from None
+        print(f"stage {stage} finished in {time.perf_counter() - started:.1f} s", file=sys.stderr)
 
     return wrapper
