@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import types
 import typing
@@ -54,7 +55,12 @@ class OfflineConfig:
         _check(
             not unknown, f"{key}.classes", f"has unknown class(es) {unknown}; choose from {list(FASHION_MNIST_CLASSES)}"
         )
-        _check(len(set(self.classes)) >= 2, f"{key}.classes", "needs at least two different classes")
+        _check(
+            len(set(self.classes)) == len(self.classes),
+            f"{key}.classes",
+            f"must not repeat a class, got {self.classes}",
+        )
+        _check(len(self.classes) >= 2, f"{key}.classes", "needs at least two different classes")
         _check(
             len(set(self.classes)) < 10, f"{key}.classes", "must leave at least one class to pretrain the backbone on"
         )
@@ -175,16 +181,18 @@ def _check_model(name: str, key: str) -> None:
 
 
 def _check_url(url: str, key: str) -> None:
-    _check(url.split("://", 1)[0] in ("https", "http", "file"), key, f"must be an https, http or file URL, got {url!r}")
+    scheme, separator, rest = url.partition("://")
+    ok = scheme in ("https", "http", "file") and separator and rest
+    _check(bool(ok), key, f"must be an https, http or file URL, got {url!r}")
 
 
 def _check_recipe(section, key: str) -> None:
-    _check(section.lr > 0, f"{key}.lr", f"must be positive, got {section.lr}")
+    _check(0 < section.lr < math.inf, f"{key}.lr", f"must be positive and finite, got {section.lr}")
     _check(section.batch_size >= 1, f"{key}.batch_size", f"must be at least 1, got {section.batch_size}")
     _check(section.epochs >= 1, f"{key}.epochs", f"must be at least 1, got {section.epochs}")
     for name in ("weight_decay", "grad_clip"):
         if hasattr(section, name):
-            _check(getattr(section, name) >= 0, f"{key}.{name}", "must not be negative")
+            _check(0 <= getattr(section, name) < math.inf, f"{key}.{name}", "must not be negative, and finite")
     if hasattr(section, "warmup_fraction"):
         _check(0 <= section.warmup_fraction < 1, f"{key}.warmup_fraction", "must be in [0, 1)")
 
@@ -219,7 +227,7 @@ def _build(cls, data, key: str):
     _check(isinstance(data, dict), where, f"must be a mapping of keys to values, got {data!r}")
     hints = typing.get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - known)
+    unknown = sorted(set(data) - known, key=str)  # YAML reads bare on/off/yes/no keys as booleans
     if unknown:
         prefix = f"{key}." if key else ""
         raise ConfigError(

@@ -134,7 +134,7 @@ def list_image_folder(root: Path) -> tuple[list[str], dict[str, list[tuple[Path,
         splits[split] = classes
     if splits["train"] != splits["test"]:
         raise UserError(
-            f"train and test have different class folders: train {splits['train']}, test {splits['test']}; "
+            f"{root}: train and test have different class folders: train {splits['train']}, test {splits['test']}; "
             "make both splits hold the same classes"
         )
     classes = splits["train"]

@@ -135,8 +135,8 @@ def train(
             if not torch.isfinite(loss):
                 raise NonFiniteLossError(
                     f"the training loss became {loss.item()} at epoch {epoch}, step {step}; the learning rate "
-                    f"({recipe.lr}) is probably too high for this model, or the inputs hold NaN. Lower the lr or "
-                    "enable grad_clip in params.yaml"
+                    f"({recipe.lr}) is probably too high for this model, or the inputs hold NaN. Lower the lr in "
+                    "params.yaml (warmup_fraction and grad_clip help too, where the stage has them)"
                 )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
