@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 BIN := $(abspath $(VENV))/bin
 FASHION_MNIST := /usr/share/datasets/fashion-mnist
 
-.PHONY: install data repro paper test lint format bench clean
+.PHONY: install data repro paper results test lint format bench clean
 
 install: $(VENV)/.installed
 
@@ -28,6 +28,10 @@ repro: install data
 # Seed 000's experiment (needs internet; GPU recommended), recorded as the DVC experiment "paper".
 paper: install
 	PATH="$(BIN):$$PATH" dvc exp run -n paper -S preset=paper
+
+# The headline table for the README, from metrics/evaluate.json.
+results: install
+	@$(PY) -m pipeline.report 2>/dev/null
 
 lint: install
 	$(BIN)/ruff check .
