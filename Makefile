@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 BIN := $(abspath $(VENV))/bin
 FASHION_MNIST := /usr/share/datasets/fashion-mnist
 
-.PHONY: install data repro paper results test lint format bench clean
+.PHONY: install data repro paper results compare test lint format bench clean
 
 install: $(VENV)/.installed
 
@@ -32,6 +32,10 @@ paper: install
 # The headline table for the README, from metrics/evaluate.json.
 results: install
 	@$(PY) -m pipeline.report 2>/dev/null
+
+# Every MLflow run of the preset's experiment, and test accuracy per commit and DVC experiment (reports/compare.md).
+compare: install
+	$(PY) -m pipeline.compare
 
 lint: install
 	$(BIN)/ruff check .
