@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 
 from pipeline import paths
@@ -11,6 +10,7 @@ from pipeline.config import PaperConfig, load_params
 from pipeline.data import list_image_folder
 from pipeline.errors import UserError, stage_main
 from pipeline.fetch import download, obtain_fashion_mnist, safe_extract_zip
+from pipeline.files import atomic_dir
 
 
 def find_split_root(folder: Path) -> Path:
@@ -25,14 +25,8 @@ def find_split_root(folder: Path) -> Path:
 
 def copy_tree_atomically(source: Path, target: Path) -> None:
     """Copies ``source`` to ``target`` through a temporary folder, so ``target`` is whole or absent."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
-    try:
-        shutil.copytree(source, tmp / "tree")
-        shutil.rmtree(target, ignore_errors=True)
-        (tmp / "tree").rename(target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with atomic_dir(target) as tmp:
+        shutil.copytree(source, tmp, dirs_exist_ok=True)
 
 
 def obtain_image_folder(config: PaperConfig, target: Path, downloads: Path) -> Path:

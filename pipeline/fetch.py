@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.errors import UserError
+from pipeline.files import remove_stale_temps, temp_prefix
+from pipeline.files import replace_atomically as _replace
 
 ALLOWED_SCHEMES = ("https", "http", "file")
 FASHION_MNIST_FILES: dict[str, str] = {
@@ -115,8 +117,9 @@ def download(
     if dest.is_file() and sha256_file(dest).startswith(expected):
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(dest.parent)  # a killed earlier download's partial file
     # Not mkstemp: its 0600 mode would follow the file into place and hide a shared data folder from others.
-    tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex}.partial")
+    tmp = dest.with_name(f"{temp_prefix(dest)}{uuid.uuid4().hex}.partial")
     try:
         _transfer(url, tmp, retries=retries, backoff_s=backoff_s, progress=progress, timeout_s=timeout_s)
         actual = sha256_file(tmp)
@@ -250,7 +253,8 @@ def safe_extract_zip(archive: Path, target: Path, *, max_bytes: int) -> Path:
                 f"nothing was extracted. If you trust it, raise paper.max_extract_mb in params.yaml"
             )
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".partial"))
+        remove_stale_temps(target.parent)  # a killed earlier extraction's half-written folder
+        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=temp_prefix(target), suffix=".partial"))
         try:
             _extract(zf, members, tmp, archive, max_bytes)
             _replace(tmp, target)
@@ -330,24 +334,6 @@ def _extract(
 
 def _size(n: int) -> str:
     return f"{n:,} bytes ({n / 2**20:.1f} MiB)"
-
-
-def _replace(new: Path, target: Path) -> None:
-    """Renames the complete ``new`` to ``target``, moving an old ``target`` aside first and deleting it after."""
-    if not (target.exists() or target.is_symlink()):
-        os.replace(new, target)
-        return
-    old = target.with_name(f".{target.name}.{uuid.uuid4().hex}.old")
-    os.replace(target, old)
-    try:
-        os.replace(new, target)
-    except BaseException:
-        os.replace(old, target)
-        raise
-    if old.is_dir() and not old.is_symlink():
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        old.unlink()
 
 
 def read_idx(path: Path) -> np.ndarray:
@@ -433,7 +419,8 @@ def obtain_fashion_mnist(
         # Checked before touching the disk, so the commonest failure writes nothing at all.
         raise UserError(_no_source(next(iter(files)), debian_dir, mirror, []))
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".partial"))
+    remove_stale_temps(dest.parent)
+    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=temp_prefix(dest), suffix=".partial"))
     try:
         dead: set[str] = set()  # mirrors that could not be reached: not worth retrying for the next file
         for name, expected in files.items():

@@ -7,6 +7,8 @@ import hashlib
 import io
 import json
 import os
+import re
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,23 +17,112 @@ import torch
 
 from pipeline.errors import UserError
 
+# ".<name>.<pid>.<random>.tmp" (or ".partial"): the writer's pid tells a dead run's leftover from a live write.
+_TEMP_NAME = re.compile(r"\..+\.(\d+)\.[^.]+\.(tmp|partial)")
+
+
+def temp_prefix(path: str | Path) -> str:
+    """The name prefix of this process's temporary files for ``path``, read by :func:`remove_stale_temps`."""
+    return f".{Path(path).name}.{os.getpid()}."
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def remove_stale_temps(directory: str | Path) -> list[Path]:
+    """Deletes temporary files and folders in ``directory`` left by a writer that was killed (SIGKILL, power loss).
+
+    A killed run cannot clean up after itself, and run directly (not through `dvc repro`, which deletes outputs
+    first) its leftovers would sit inside an output folder that DVC later hashes. Only names made by
+    :func:`temp_prefix` whose process is gone are removed, so a concurrent live write is never touched.
+
+    Returns:
+        The paths removed.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    removed = []
+    for entry in directory.iterdir():
+        match = _TEMP_NAME.fullmatch(entry.name)
+        if match is None or _alive(int(match.group(1))):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+        removed.append(entry)
+    return removed
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yields a temporary path beside ``path``; renames it into place only if the block succeeds."""
+    """Yields a temporary path beside ``path``; renames it into place only if the block succeeds.
+
+    A killed earlier run's leftover temporary files in the same folder are removed first.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    remove_stale_temps(path.parent)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(path), suffix=".tmp")
     os.close(fd)
     tmp_path = Path(tmp)
     try:
         yield tmp_path
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp_path, 0o666 & ~umask)  # mkstemp's 0600 would keep files from teammates
+        os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp's 0600 would keep files from teammates
         os.replace(tmp_path, path)
     finally:
         tmp_path.unlink(missing_ok=True)
+
+
+def replace_atomically(new: Path, target: Path) -> None:
+    """Renames the complete ``new`` to ``target``, moving an old ``target`` aside first and deleting it after."""
+    if not (target.exists() or target.is_symlink()):
+        os.replace(new, target)
+        return
+    old = target.with_name(f"{temp_prefix(target)}old{os.urandom(4).hex()}.partial")
+    os.replace(target, old)
+    try:
+        os.replace(new, target)
+    except BaseException:
+        os.replace(old, target)
+        raise
+    if old.is_dir() and not old.is_symlink():
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        old.unlink()
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | Path) -> Iterator[Path]:
+    """Yields an empty temporary folder beside ``path``; it replaces ``path`` whole only if the block succeeds.
+
+    So a stage that writes several files into an output folder leaves either the previous folder or the
+    complete new one, never a mix, and no file from an earlier run with other params (a seed since removed).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(path.parent)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=temp_prefix(path), suffix=".partial"))
+    try:
+        yield tmp
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp's 0700 would keep the folder from teammates
+        replace_atomically(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # gone already after a successful rename
+
+
+def _umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
 
 
 def write_bytes(path: str | Path, data: bytes) -> None:

@@ -15,7 +15,7 @@ from pipeline.config import Params, load_params
 from pipeline.data import batch_preparer, load_split
 from pipeline.engine import Recipe, extract_features, train
 from pipeline.errors import UserError, stage_main
-from pipeline.files import file_sha256, load_tensors, save_tensors, write_text
+from pipeline.files import atomic_dir, file_sha256, load_tensors, save_tensors, write_text
 from pipeline.history import FIELDS, history_csv, mean_over_seeds, with_seed
 from pipeline.model import ViT, vit_config
 from pipeline.runtime import Runtime, resolve_runtime, seed_everything
@@ -57,24 +57,25 @@ def main() -> None:
     recipe = Recipe(lr=cfg.lr, batch_size=cfg.batch_size, epochs=cfg.epochs, optimizer="adam")
     backbone_hash = file_sha256(paths.BACKBONE)
     histories = {}
-    for seed in params.seeds:
-        generator = seed_everything(seed)
-        head = nn.Linear(backbone.config.hidden_dim, len(train_set.classes)).to(runtime.device)
-        with stage_tracker(
-            params, "finetune_head", seed=seed, arm="pretrained", backbone_sha256=backbone_hash
-        ) as tracker:
+    with atomic_dir(paths.HEAD_MODELS) as folder:  # every seed's head, or the previous folder untouched
+        for seed in params.seeds:
+            generator = seed_everything(seed)
+            head = nn.Linear(backbone.config.hidden_dim, len(train_set.classes)).to(runtime.device)
+            with stage_tracker(
+                params, "finetune_head", seed=seed, arm="pretrained", backbone_sha256=backbone_hash
+            ) as tracker:
 
-            def report(record: dict, seed: int = seed, tracker=tracker) -> None:
-                tracker.log_metrics({k: v for k, v in record.items() if k != "epoch"}, step=record["epoch"])
-                print(f"pretrained seed {seed} epoch {record['epoch']}: test_acc {record['test_acc']:.4f}")
+                def report(record: dict, seed: int = seed, tracker=tracker) -> None:
+                    tracker.log_metrics({k: v for k, v in record.items() if k != "epoch"}, step=record["epoch"])
+                    print(f"pretrained seed {seed} epoch {record['epoch']}: test_acc {record['test_acc']:.4f}")
 
-            histories[seed] = train(
-                head, train_features, train_set.labels, recipe, runtime, generator,
-                test_inputs=test_features, test_labels=test_set.labels, on_epoch=report,
-            )  # fmt: skip
-            last = histories[seed][-1]
-            tracker.log_metrics({"final_test_acc": last["test_acc"], "final_test_loss": last["test_loss"]})
-        save_tensors(paths.head_model(seed), head_state(head))
+                histories[seed] = train(
+                    head, train_features, train_set.labels, recipe, runtime, generator,
+                    test_inputs=test_features, test_labels=test_set.labels, on_epoch=report,
+                )  # fmt: skip
+                last = histories[seed][-1]
+                tracker.log_metrics({"final_test_acc": last["test_acc"], "final_test_loss": last["test_loss"]})
+            save_tensors(folder / paths.head_model(seed).name, head_state(head))
     write_text(paths.HISTORY / "pretrained.csv", history_csv(mean_over_seeds(histories)))
     write_text(paths.HISTORY / "pretrained_seeds.csv", history_csv(with_seed(histories), ["seed", *FIELDS]))
 

@@ -4,10 +4,15 @@ DVC's metrics files are the record; MLflow is the browsable history. The default
 ``sqlite:///<repo root>/mlflow.db`` (``DVC_ROOT`` when DVC sets it, so queued and temporary
 experiments share one store) with artifacts in ``<repo root>/mlartifacts``;
 ``MLFLOW_TRACKING_URI`` points it elsewhere, e.g. at a team server.
+
+Parallel writers (``dvc queue start -j 2``) share one SQLite file: the first use of a store, when
+MLflow creates or migrates its tables, is serialised with a lock on the store's folder, and a
+write that finds the database locked is retried with backoff instead of being dropped.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import subprocess
@@ -25,6 +30,55 @@ def repo_root() -> Path:
 
 def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{repo_root() / 'mlflow.db'}"
+
+
+_LOCK_WAIT_S = 120.0  # the longest one stage waits for another's store set-up before tracking without MLflow
+_LOCKED_RETRIES = 4  # 0.5 + 1 + 2 s of backoff on "database is locked", after SQLite's own 5 s wait each time
+
+
+def _sqlite_path(uri: str) -> Path | None:
+    return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+
+
+@contextlib.contextmanager
+def _store_lock(uri: str):
+    """Holds an exclusive lock on a SQLite store's folder: two processes creating MLflow's tables at once
+    corrupt the schema ("table ... already exists", "Online migration expected to match one row")."""
+    path = _sqlite_path(uri)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: no advisory locks; parallel queue jobs may lose runs
+        fcntl = None
+    if path is None or fcntl is None:
+        yield
+        return
+    folder = path.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY)  # a lock on the folder, not a file, so no lock file is left behind
+    try:
+        deadline = time.monotonic() + _LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"another process held the lock on {folder} for {_LOCK_WAIT_S:.0f} s") from None
+                time.sleep(0.1)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _retry_when_locked(action):
+    """Runs ``action()``, retrying with backoff while SQLite reports the database locked by another writer."""
+    for attempt in range(_LOCKED_RETRIES):
+        try:
+            return action()
+        except Exception as error:
+            if "database is locked" not in str(error) or attempt == _LOCKED_RETRIES - 1:
+                raise
+            time.sleep(0.5 * 2**attempt)
 
 
 def git_state() -> dict[str, str]:
@@ -77,27 +131,35 @@ class Tracker:
                 from mlflow.entities import Param, RunTag
 
                 uri = tracking_uri()
-                self.client = mlflow.MlflowClient(tracking_uri=uri)
-                found = self.client.get_experiment_by_name(self.experiment)
-                if found is not None:
-                    experiment_id = found.experiment_id
-                else:
-                    artifacts = None
-                    if uri.startswith("sqlite:"):
-                        artifacts = (repo_root() / "mlartifacts" / self.experiment).as_uri()
-                    experiment_id = self.client.create_experiment(self.experiment, artifact_location=artifacts)
-                run = self.client.create_run(experiment_id, run_name=self.run_name)
-                self.run_id = run.info.run_id
                 tags = {**self.tags, **git_state(), **provenance()}
                 if os.environ.get("DVC_EXP_NAME"):
                     tags["dvc_experiment"] = os.environ["DVC_EXP_NAME"]
                 params = [Param(k, str(v)[:6000]) for k, v in self.params.items()]
-                self.client.log_batch(
-                    self.run_id, params=params, tags=[RunTag(k, str(v)) for k, v in tags.items()], synchronous=True
-                )
+                with _store_lock(uri):
+                    self.client = mlflow.MlflowClient(tracking_uri=uri)
+                    experiment_id = _retry_when_locked(lambda: self._experiment_id(uri))
+                    run = _retry_when_locked(lambda: self.client.create_run(experiment_id, run_name=self.run_name))
+                    self.run_id = run.info.run_id
+                    _retry_when_locked(
+                        lambda: self.client.log_batch(
+                            self.run_id,
+                            params=params,
+                            tags=[RunTag(k, str(v)) for k, v in tags.items()],
+                            synchronous=True,
+                        )
+                    )
         except Exception as error:  # any MLflow or store problem must not stop the stage
             self._fail("start", error)
         return self
+
+    def _experiment_id(self, uri: str) -> str:
+        found = self.client.get_experiment_by_name(self.experiment)
+        if found is not None:
+            return found.experiment_id
+        artifacts = None
+        if uri.startswith("sqlite:"):
+            artifacts = (repo_root() / "mlartifacts" / self.experiment).as_uri()
+        return self.client.create_experiment(self.experiment, artifact_location=artifacts)
 
     def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
         if self.client is None:
@@ -107,7 +169,7 @@ class Tracker:
 
             now = int(time.time() * 1000)
             batch = [Metric(k, float(v), now, step or 0) for k, v in metrics.items()]
-            self.client.log_batch(self.run_id, metrics=batch, synchronous=True)
+            _retry_when_locked(lambda: self.client.log_batch(self.run_id, metrics=batch, synchronous=True))
         except Exception as error:
             self._fail("log_metrics", error)
 
@@ -123,8 +185,10 @@ class Tracker:
         if self.client is None:
             return
         try:
-            self.client.log_metric(self.run_id, "wall_time_s", time.time() - self.started)
-            self.client.set_terminated(self.run_id, status="FINISHED" if exc_type is None else "FAILED")
+            wall_time = time.time() - self.started
+            _retry_when_locked(lambda: self.client.log_metric(self.run_id, "wall_time_s", wall_time))
+            status = "FINISHED" if exc_type is None else "FAILED"
+            _retry_when_locked(lambda: self.client.set_terminated(self.run_id, status=status))
         except Exception as error:
             self._fail("finish", error)
 

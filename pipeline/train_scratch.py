@@ -11,7 +11,7 @@ from pipeline.config import Params, load_params
 from pipeline.data import batch_preparer, load_split
 from pipeline.engine import Recipe, train
 from pipeline.errors import stage_main
-from pipeline.files import save_tensors, write_text
+from pipeline.files import atomic_dir, save_tensors, write_text
 from pipeline.history import FIELDS, history_csv, mean_over_seeds, with_seed
 from pipeline.model import ViT, vit_config
 from pipeline.runtime import resolve_runtime, seed_everything
@@ -50,9 +50,10 @@ def train_one_seed(params: Params, seed: int) -> tuple[dict, list[dict]]:
 def main() -> None:
     params = load_params()
     histories = {}
-    for seed in params.seeds:
-        state, histories[seed] = train_one_seed(params, seed)
-        save_tensors(paths.scratch_model(seed), state)
+    with atomic_dir(paths.SCRATCH_MODELS) as folder:  # every seed's model, or the previous folder untouched
+        for seed in params.seeds:
+            state, histories[seed] = train_one_seed(params, seed)
+            save_tensors(folder / paths.scratch_model(seed).name, state)
     write_text(paths.HISTORY / "scratch.csv", history_csv(mean_over_seeds(histories)))
     write_text(paths.HISTORY / "scratch_seeds.csv", history_csv(with_seed(histories), ["seed", *FIELDS]))
 
