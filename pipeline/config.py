@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import re
 import types
@@ -143,6 +144,43 @@ class EvaluateConfig:
         _check(self.batch_size >= 1, f"{key}.batch_size", "must be at least 1")
 
 
+SWEEP_POINTS = 6  # dvc.yaml's data-hunger matrices sweep point 0..5; each preset maps a point to a size
+
+
+@dataclass(frozen=True)
+class DataHungerConfig:
+    offline_sizes: list[int] = field(default_factory=lambda: [10, 25, 75, 250, 1000, 6000])
+    paper_fractions: list[float] = field(default_factory=lambda: [0.1, 0.2, 0.3, 0.5, 0.75, 1.0])
+    steps: int = 200
+    batch_size: int = 64
+    scratch_lr: float = 0.001
+    finetune_lr: float = 0.0001
+    linear_lr: float = 0.001
+    weight_decay: float = 0.05
+    warmup_fraction: float = 0.1
+    grad_clip: float = 1.0
+    logreg_max_per_class: int = 250
+
+    def validate(self, key: str) -> None:
+        _check(self.logreg_max_per_class >= 0, f"{key}.logreg_max_per_class", "must not be negative")
+        for name in ("offline_sizes", "paper_fractions"):
+            values = getattr(self, name)
+            _check(len(values) == SWEEP_POINTS, f"{key}.{name}",
+                   f"must list {SWEEP_POINTS} values, one per dvc.yaml sweep point, got {len(values)}")  # fmt: skip
+            _check(all(a < b for a, b in itertools.pairwise(values)), f"{key}.{name}",
+                   f"must be strictly increasing (smaller sets are subsets of larger ones), got {values}")  # fmt: skip
+        _check(all(1 <= n <= 6000 for n in self.offline_sizes), f"{key}.offline_sizes",
+               "must be images per class between 1 and 6000 (Fashion-MNIST has 6000 per class)")  # fmt: skip
+        _check(all(0 < f <= 1 for f in self.paper_fractions), f"{key}.paper_fractions", "must be in (0, 1]")
+        _check(self.steps >= 1, f"{key}.steps", f"must be at least 1, got {self.steps}")
+        _check(self.batch_size >= 1, f"{key}.batch_size", f"must be at least 1, got {self.batch_size}")
+        for name in ("scratch_lr", "finetune_lr", "linear_lr"):
+            _check(0 < getattr(self, name) < math.inf, f"{key}.{name}", "must be positive and finite")
+        for name in ("weight_decay", "grad_clip"):
+            _check(0 <= getattr(self, name) < math.inf, f"{key}.{name}", "must not be negative, and finite")
+        _check(0 <= self.warmup_fraction < 1, f"{key}.warmup_fraction", "must be in [0, 1)")
+
+
 @dataclass(frozen=True)
 class Params:
     """Everything in params.yaml."""
@@ -156,6 +194,7 @@ class Params:
     train_scratch: TrainScratchConfig = field(default_factory=TrainScratchConfig)
     finetune_head: FinetuneHeadConfig = field(default_factory=FinetuneHeadConfig)
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
+    data_hunger: DataHungerConfig = field(default_factory=DataHungerConfig)
 
     def validate(self, key: str = "") -> None:
         _check(self.preset in ("offline", "paper"), "preset", f"must be one of offline, paper, got {self.preset!r}")
@@ -266,7 +305,8 @@ def load_params(path: str | Path = PARAMS_FILE) -> Params:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as error:
-        raise ConfigError(f"{path} is not valid YAML ({error}); fix the syntax at the line shown") from None
+        detail = " ".join(str(error).split())  # one line: YAML's own message spans several
+        raise ConfigError(f"{path} is not valid YAML ({detail}); fix the syntax at the line shown") from None
     return parse_params(data if data is not None else {})
 
 

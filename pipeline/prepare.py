@@ -1,7 +1,8 @@
 """Stage prepare: decode and resize every image once into uint8 tensor files, plus a manifest.
 
-Offline preset: the target classes' few-shot train set and whole test set, and the pretraining
-pool (every image of the other classes). Paper preset: the ImageFolder train and test splits, once
+Offline preset: the target classes' few-shot train set and whole test set, every training image of
+the target classes (``train_all``, for the data-hunger sweep), and the pretraining pool (every image
+of the other classes). Paper preset: the ImageFolder train and test splits, once
 per input transform (``scratch``: squashed to the model size; ``pretrained``: the weights' resize
 and centre crop, normalised with ImageNet statistics).
 """
@@ -35,6 +36,7 @@ from pipeline.files import write_json, write_text
 from pipeline.model import vit_config
 
 SPLIT_SEED = 0  # which few-shot images are drawn; fixed, never chosen by looking at test scores
+SINGLE_VIEW = ("pool_train", "pool_test", "train_all")  # saved once as data/prepared/<split>.pt, not per arm
 
 
 def fit_to_model(images: torch.Tensor, size: int, channels: int) -> torch.Tensor:
@@ -67,6 +69,15 @@ def prepare_offline(params: Params) -> dict:
             "train",
         ),  # noqa: E501
         "pool_test": (test_images, test_labels, np.flatnonzero(np.isin(test_labels, pool)), pool, pool_names, "t10k"),
+        # Every training image of the target classes (18,000, 14 MB): the data-hunger sweep's nested subsets.
+        "train_all": (
+            train_images,
+            train_labels,
+            np.flatnonzero(np.isin(train_labels, target)),
+            target,
+            target_names,
+            "train",
+        ),
     }
     manifest, counts = [], {}
     for split, (images, labels, indices, class_ids, names, source) in splits.items():
@@ -75,7 +86,7 @@ def prepare_offline(params: Params) -> dict:
         image_set = ImageSet(
             picked, new_labels, names, FASHION_MNIST_MEAN * config.in_channels, FASHION_MNIST_STD * config.in_channels
         )
-        if split.startswith("pool"):
+        if split in SINGLE_VIEW:
             image_set.save(paths.PREPARED / f"{split}.pt")
         else:
             for view in paths.ARMS:  # both arms see the same inputs: the backbone was pretrained on them

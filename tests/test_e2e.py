@@ -33,6 +33,13 @@ REPO = Path(__file__).resolve().parents[1]
 CLASSES = ("alpha", "beta", "gamma")
 EVALUATE_KEYS = {"scratch", "pretrained", "baselines", "preset", "n_train", "n_test", "classes"}
 ARM_KEYS = {"test_acc", "test_loss", "per_class", "collapse", "file_size_mb", "params"}
+STAGES = ("download", "prepare", "backbone", "train_scratch", "finetune_head", "evaluate", "plot", "analysis")
+# The data-hunger sweep: its two matrices' items (arm x point 0..5) and the stage that gathers them.
+SWEEP_STAGES = (
+    *(f"sweep_scratch@{point}" for point in range(6)),
+    *(f"sweep_pretrained@{arm}-{point}" for arm in ("linear", "finetune") for point in range(6)),
+    "data_hunger",
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -132,6 +139,8 @@ def paper_repo(tmp_path_factory, server):
         },
         train_scratch={"epochs": 2, "batch_size": 8},
         finetune_head={"epochs": 2, "batch_size": 8},
+        # 6 training images per class: 1, 2, 3, 4, 5 and 6 per class
+        data_hunger={"paper_fractions": [0.17, 0.34, 0.5, 0.67, 0.84, 1.0], "steps": 2, "batch_size": 4},
     )
     env = clean_env()
     run(["git", "init", "-q"], repo, env)
@@ -145,7 +154,7 @@ def paper_repo(tmp_path_factory, server):
 
 def test_repro_runs_every_stage_and_writes_documented_metrics(paper_repo):
     repo, _, output = paper_repo
-    for stage in ("download", "prepare", "backbone", "train_scratch", "finetune_head", "evaluate", "plot"):
+    for stage in STAGES + SWEEP_STAGES:
         assert f"Running stage '{stage}'" in output
     metrics = json.loads((repo / "metrics/evaluate.json").read_text())
     assert set(metrics) >= EVALUATE_KEYS
@@ -169,6 +178,20 @@ def test_repro_runs_every_stage_and_writes_documented_metrics(paper_repo):
     assert (repo / "models/scratch/seed_1.pt").is_file() and (repo / "models/pretrained/head_seed_1.pt").is_file()
 
 
+def test_data_hunger_curve_has_every_arm_size_and_seed(paper_repo):
+    repo, _, _ = paper_repo
+    curve = json.loads((repo / "metrics/data_hunger.json").read_text())
+    sizes = {"1", "2", "3", "4", "5", "6"}
+    for arm in ("scratch", "linear", "finetune"):
+        assert set(curve[arm]) == sizes
+        for point in curve[arm].values():
+            assert set(point) == {"mean", "std", "per_seed"} and len(point["per_seed"]) == 2
+    assert set(curve["baselines"]) == sizes
+    assert set(curve["baselines"]["6"]) == {"chance", "majority", "pixels_logreg"}
+    assert (curve["n_test"], curve["steps"], curve["batch_size"]) == (9, 2, 4)
+    assert (repo / "plots/data_hunger.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_mlflow_records_every_training_run_with_tags(paper_repo):
     import mlflow
 
@@ -185,6 +208,10 @@ def test_mlflow_records_every_training_run_with_tags(paper_repo):
     assert run.data.params["finetune_head.epochs"] == "2"
     history = client.get_metric_history(run.info.run_id, "test_acc")
     assert [m.step for m in history] == [1, 2]
+    sweep = by_name["sweep-finetune-6-seed1"]
+    assert (sweep.data.tags["arm"], sweep.data.tags["n_train_per_class"]) == ("finetune", "6")
+    assert 0 <= sweep.data.metrics["final_test_acc"] <= 1
+    assert sum(name.startswith("sweep-") for name in by_name) == 3 * 6 * 2  # arm x size x seed
 
 
 def test_second_repro_is_a_no_op(paper_repo):
@@ -198,9 +225,8 @@ def test_changing_one_param_reruns_only_dependent_stages(paper_repo):
     repo, env, _ = paper_repo
     write_params(repo, finetune_head={"lr": 0.002})
     output = run(["dvc", "repro"], repo, env)
-    ran = {stage for stage in ("download", "prepare", "backbone", "train_scratch", "finetune_head", "evaluate", "plot")
-           if f"Running stage '{stage}'" in output}  # fmt: skip
-    assert ran == {"finetune_head", "evaluate", "plot"}
+    ran = {stage for stage in STAGES + SWEEP_STAGES if f"Running stage '{stage}'" in output}
+    assert ran == {"finetune_head", "evaluate", "plot", "analysis"}
 
 
 def test_push_then_fresh_clone_pulls_identical_results(paper_repo, tmp_path):
@@ -237,6 +263,7 @@ def test_offline_preset_runs_on_a_small_idx_fixture(tmp_path):
         backbone={"epochs": 1, "batch_size": 16},
         train_scratch={"epochs": 1, "batch_size": 8},
         finetune_head={"epochs": 1, "batch_size": 8},
+        data_hunger={"offline_sizes": [1, 2, 3, 4, 6, 8], "steps": 2, "batch_size": 4},
     )
     rng = np.random.default_rng(0)
     raw = repo / "data/raw/fashion-mnist"
@@ -250,8 +277,12 @@ def test_offline_preset_runs_on_a_small_idx_fixture(tmp_path):
     env["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
     for stage in ("prepare", "backbone", "train_scratch", "finetune_head", "evaluate", "plot"):
         run([sys.executable, "-m", f"pipeline.{stage}"], repo, env)
+    for arm, point in (("scratch", "0"), ("finetune", "5")):
+        run([sys.executable, "-m", "pipeline.sweep", arm, point], repo, env)
     info = json.loads((repo / "data/prepared/info.json").read_text())
-    assert info["counts"] == {"train": 12, "test": 9, "pool_train": 56, "pool_test": 21}
+    assert info["counts"] == {"train": 12, "test": 9, "pool_train": 56, "pool_test": 21, "train_all": 24}
+    point = json.loads((repo / "metrics/data_hunger/finetune_5.json").read_text())
+    assert (point["n_train_per_class"], point["n_train"], point["n_test"]) == (8, 24, 9)
     assert "Trouser" not in info["pool_classes"] and len(info["pool_classes"]) == 7
     backbone = json.loads((repo / "metrics/backbone.json").read_text())
     assert backbone["source"] == "pretrain" and backbone["n_pretrain"] == 56
