@@ -12,8 +12,6 @@ import gzip
 import hashlib
 import io
 import json
-import os
-import shutil
 import struct
 import subprocess
 import sys
@@ -25,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import yaml
+from project_copy import clean_env, copy_project, set_params
 
 from pipeline.model import ViT, vit_config
 
@@ -89,29 +87,6 @@ def run(args: list[str], cwd: Path, env: dict[str, str]) -> str:
     return result.stdout + result.stderr
 
 
-def clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DVC_", "MLFLOW_"))}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env.update(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
-    return env
-
-
-def copy_project(target: Path) -> None:
-    shutil.copytree(REPO / "pipeline", target / "pipeline", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("dvc.yaml", "params.yaml", ".gitignore"):
-        shutil.copy(REPO / name, target / name)
-
-
-def write_params(repo: Path, **sections) -> None:
-    params = yaml.safe_load((repo / "params.yaml").read_text())
-    for section, values in sections.items():
-        if isinstance(values, dict):
-            params[section].update(values)
-        else:
-            params[section] = values
-    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-
-
 @pytest.fixture(scope="module")
 def paper_repo(tmp_path_factory, server):
     """A git + DVC copy of the project set to the paper preset, after one `dvc repro`."""
@@ -125,7 +100,7 @@ def paper_repo(tmp_path_factory, server):
 
     repo = tmp_path_factory.mktemp("project")
     copy_project(repo)
-    write_params(
+    set_params(
         repo,
         preset="paper",
         seeds=[0, 1],
@@ -223,7 +198,7 @@ def test_second_repro_is_a_no_op(paper_repo):
 
 def test_changing_one_param_reruns_only_dependent_stages(paper_repo):
     repo, env, _ = paper_repo
-    write_params(repo, finetune_head={"lr": 0.002})
+    set_params(repo, finetune_head={"lr": 0.002})
     output = run(["dvc", "repro"], repo, env)
     ran = {stage for stage in STAGES + SWEEP_STAGES if f"Running stage '{stage}'" in output}
     assert ran == {"finetune_head", "evaluate", "plot", "analysis"}
@@ -256,7 +231,7 @@ def test_offline_preset_runs_on_a_small_idx_fixture(tmp_path):
     repo = tmp_path / "project"
     repo.mkdir()
     copy_project(repo)
-    write_params(
+    set_params(
         repo,
         seeds=[0],
         offline={"classes": ["Trouser", "Sandal", "Bag"], "train_per_class": 4},

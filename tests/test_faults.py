@@ -15,7 +15,6 @@ import collections
 import hashlib
 import http.server
 import io
-import os
 import re
 import shutil
 import signal
@@ -31,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import yaml
+from project_copy import clean_env, copy_project, set_params
 
 from pipeline import fetch, files
 from pipeline.config import ConfigError, load_params
@@ -159,31 +158,6 @@ def digest_tree(root: Path) -> dict[str, str]:
     if root.is_file():
         return {root.name: files.file_sha256(root)}
     return {str(p.relative_to(root)): files.file_sha256(p) for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DVC_", "MLFLOW_", "PIPELINE_"))}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env["PYTHONUNBUFFERED"] = "1"  # stage output arrives line by line, so a test can kill it at a known point
-    env.update(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
-    return env
-
-
-def copy_project(target: Path) -> None:
-    shutil.copytree(REPO / "pipeline", target / "pipeline", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("dvc.yaml", "params.yaml", ".gitignore"):
-        shutil.copy(REPO / name, target / name)
-
-
-def set_params(repo: Path, **sections) -> None:
-    """Updates params.yaml's sections (a dict merges into a section, anything else replaces it)."""
-    params = yaml.safe_load((repo / "params.yaml").read_text())
-    for section, values in sections.items():
-        if isinstance(values, dict):
-            params[section] = {**params[section], **values}
-        else:
-            params[section] = values
-    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 
 @dataclass

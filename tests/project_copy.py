@@ -1,0 +1,39 @@
+"""Temporary copies of the project for tests that run real stages, `dvc repro` or `dvc exp run`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def clean_env() -> dict[str, str]:
+    """This environment without DVC, MLflow or debug settings, with this interpreter's bin first on PATH."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DVC_", "MLFLOW_", "PIPELINE_"))}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONUNBUFFERED"] = "1"  # stage output arrives line by line, so a test can kill it at a known point
+    env.update(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+    return env
+
+
+def copy_project(target: Path) -> None:
+    """The package, dvc.yaml, params.yaml and .gitignore, copied into ``target``."""
+    shutil.copytree(REPO / "pipeline", target / "pipeline", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("dvc.yaml", "params.yaml", ".gitignore"):
+        shutil.copy(REPO / name, target / name)
+
+
+def set_params(repo: Path, **sections) -> None:
+    """Updates params.yaml's sections (a dict merges into a section, anything else replaces it)."""
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    for section, values in sections.items():
+        if isinstance(values, dict):
+            params[section] = {**params[section], **values}
+        else:
+            params[section] = values
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
