@@ -151,7 +151,7 @@ SWEEP_POINTS = 6  # dvc.yaml's data-hunger matrices sweep point 0..5; each prese
 class DataHungerConfig:
     offline_sizes: list[int] = field(default_factory=lambda: [10, 25, 75, 250, 1000, 6000])
     paper_fractions: list[float] = field(default_factory=lambda: [0.1, 0.2, 0.3, 0.5, 0.75, 1.0])
-    steps: int = 200
+    steps: int = 150
     batch_size: int = 64
     scratch_lr: float = 0.001
     finetune_lr: float = 0.0001
@@ -160,8 +160,11 @@ class DataHungerConfig:
     warmup_fraction: float = 0.1
     grad_clip: float = 1.0
     logreg_max_per_class: int = 250
+    cnn_widths: list[int] = field(default_factory=lambda: [32, 64, 128, 256])
 
     def validate(self, key: str) -> None:
+        _check(len(self.cnn_widths) >= 1 and min(self.cnn_widths) >= 1, f"{key}.cnn_widths",
+               f"must list one positive channel count per stage, got {self.cnn_widths}")  # fmt: skip
         _check(self.logreg_max_per_class >= 0, f"{key}.logreg_max_per_class", "must not be negative")
         for name in ("offline_sizes", "paper_fractions"):
             values = getattr(self, name)
@@ -181,6 +184,33 @@ class DataHungerConfig:
         _check(0 <= self.warmup_fraction < 1, f"{key}.warmup_fraction", "must be in [0, 1)")
 
 
+ABLATION_RECIPES = ("seed", "paper")
+ABLATION_OPTIONS = ("aug", "mean")
+
+
+@dataclass(frozen=True)
+class AblationConfig:
+    # A variant is a recipe, "seed" (train_scratch's optimiser) or "paper" (data_hunger's scratch recipe),
+    # plus options: "+aug" (random crop and flip), "+mean" (mean-pooled patch tokens instead of the class token).
+    variants: list[str] = field(default_factory=lambda: ["seed", "paper", "paper+aug", "paper+aug+mean"])
+
+    def validate(self, key: str) -> None:
+        _check(len(self.variants) >= 1, f"{key}.variants", "must list at least one variant")
+        _check(
+            len(set(self.variants)) == len(self.variants), f"{key}.variants", f"must not repeat, got {self.variants}"
+        )
+        for variant in self.variants:
+            recipe, *options = variant.split("+")
+            _check(
+                recipe in ABLATION_RECIPES
+                and set(options) <= set(ABLATION_OPTIONS)
+                and len(set(options)) == len(options),
+                f"{key}.variants",
+                f"has {variant!r}; a variant is {' or '.join(ABLATION_RECIPES)} followed by any of "
+                f"{', '.join('+' + o for o in ABLATION_OPTIONS)}, e.g. paper+aug+mean",
+            )
+
+
 @dataclass(frozen=True)
 class Params:
     """Everything in params.yaml."""
@@ -195,6 +225,7 @@ class Params:
     finetune_head: FinetuneHeadConfig = field(default_factory=FinetuneHeadConfig)
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
     data_hunger: DataHungerConfig = field(default_factory=DataHungerConfig)
+    ablation: AblationConfig = field(default_factory=AblationConfig)
 
     def validate(self, key: str = "") -> None:
         _check(self.preset in ("offline", "paper"), "preset", f"must be one of offline, paper, got {self.preset!r}")

@@ -18,12 +18,17 @@ from pipeline.files import atomic_path, write_json
 from pipeline.metrics import majority_baseline, pixels_logreg
 from pipeline.sweep import ARMS, nested_indices, point_path, sweep_sizes, sweep_train_set
 
-COLOURS = {"scratch": "tab:red", "linear": "tab:blue", "finetune": "tab:green"}
+COLOURS = {"scratch": "tab:red", "cnn": "tab:orange", "linear": "tab:blue", "finetune": "tab:green"}
 LABELS = {
     "scratch": "ViT from scratch",
+    "cnn": "small ResNet from scratch",
     "linear": "pretrained, frozen + linear head",
     "finetune": "pretrained, fine-tuned",
 }
+
+
+def parameter_count(n: int) -> str:
+    return f"{n / 1e6:.2g}M" if n >= 100_000 else f"{n:,}"
 
 
 def read_points(arms=ARMS, points: int = SWEEP_POINTS) -> dict[str, list[dict]]:
@@ -59,6 +64,7 @@ def aggregate(summaries: dict[str, list[dict]], baseline: dict[str, dict]) -> di
     }
     first = next(iter(summaries.values()))[0]
     result["baselines"] = baseline
+    result["trained_parameters"] = {arm: points[0]["trained_parameters"] for arm, points in summaries.items()}
     result["n_test"] = first["n_test"]
     result["steps"] = first["steps"]
     result["batch_size"] = first["batch_size"]
@@ -78,7 +84,8 @@ def plot(metrics: dict, arms, title: str) -> None:
         x = [int(n) for n in sizes]
         mean = [metrics[arm][n]["mean"] for n in sizes]
         std = [metrics[arm][n]["std"] for n in sizes]
-        axis.plot(x, mean, "o-", color=COLOURS[arm], label=LABELS[arm])
+        label = f"{LABELS[arm]} ({parameter_count(metrics['trained_parameters'][arm])} trained params)"
+        axis.plot(x, mean, "o-", color=COLOURS[arm], label=label)
         low, high = [m - s for m, s in zip(mean, std, strict=True)], [m + s for m, s in zip(mean, std, strict=True)]
         axis.fill_between(x, low, high, color=COLOURS[arm], alpha=0.2, linewidth=0)
     sizes = sorted(metrics["baselines"], key=int)

@@ -1,4 +1,5 @@
-"""Stage plot: the PNGs a person looks at, from the training histories and metrics/evaluate.json."""
+"""Stage plot: the PNGs a person looks at, from the training histories, metrics/evaluate.json and
+metrics/ablation.json."""
 
 from __future__ import annotations
 
@@ -90,6 +91,30 @@ def plot_size(plt, metrics: dict) -> None:
     plt.close(figure)
 
 
+def plot_ablation(plt, ablation: dict, metrics: dict) -> None:
+    """Test accuracy of each recipe variant of the from-scratch ViT, against the pretrained arm."""
+    order = ablation["order"]
+    figure, axis = plt.subplots(figsize=(7, 4.2))
+    for x, variant in enumerate(order):
+        acc = ablation["variants"][variant]["test_acc"]
+        axis.bar(x, acc["mean"], yerr=acc["std"], color=COLOURS["scratch"], alpha=0.8, capsize=6)
+        axis.scatter([x] * len(acc["per_seed"]), acc["per_seed"], color="black", s=12, zorder=3)
+        axis.text(x, acc["mean"] + acc["std"] + 0.02, f"{acc['mean']:.3f}", ha="center")
+    pretrained = metrics["pretrained"]["test_acc"]["mean"]
+    axis.axhline(pretrained, color=COLOURS["pretrained"], label=f"{LABELS['pretrained']} {pretrained:.3f}")
+    styles = {"chance": ":", "majority": "--", "pixels_logreg": "-."}
+    for name, value in ablation["baselines"].items():
+        axis.axhline(value, color="grey", linestyle=styles[name], label=f"{name} {value:.3f}")
+    axis.set_xticks(range(len(order)), order, fontsize=8)
+    axis.set(xlabel="recipe (seed | paper) + options (aug: crop and flip, mean: mean-pooled patch tokens)",
+             ylabel="test accuracy (per image)", ylim=(0, 1.05),
+             title=f"ViT from scratch, {ablation['n_train']} training images, "
+                   f"{ablation['steps']} steps of {ablation['batch_size']}")  # fmt: skip
+    axis.legend(fontsize=7, loc="upper left")
+    save(figure, "ablation.png")
+    plt.close(figure)
+
+
 @stage_main
 def main() -> None:
     import matplotlib
@@ -104,7 +129,10 @@ def main() -> None:
     plot_confusion(plt, matrices)
     plot_comparison(plt, metrics)
     plot_size(plt, metrics)
-    print(f"plot: wrote curves.png, confusion.png, comparison.png, size_vs_accuracy.png to {paths.PLOTS}/")
+    plot_ablation(plt, json.loads((paths.METRICS / "ablation.json").read_text()), metrics)
+    print(
+        f"plot: wrote curves.png, confusion.png, comparison.png, size_vs_accuracy.png, ablation.png to {paths.PLOTS}/"
+    )
 
 
 if __name__ == "__main__":

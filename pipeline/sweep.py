@@ -1,11 +1,14 @@
 """Stage sweep: one point of the data-hunger curve, one arm at one training-set size, once per seed.
 
 ``python -m pipeline.sweep <arm> <point>``; dvc.yaml runs it as two matrices, ``sweep_scratch``
-(point 0..5) and ``sweep_pretrained`` (arm linear/finetune x point 0..5), and ``data_hunger`` gathers them.
+(arm scratch/cnn x point 0..5) and ``sweep_pretrained`` (arm linear/finetune x point 0..5), and
+``data_hunger`` gathers them.
 
-Arms: ``scratch`` (the same ViT from random initialisation), ``linear`` (the pretrained backbone
-frozen, a new linear head on features computed once) and ``finetune`` (the whole pretrained backbone
-trained, with a new zero-initialised head, as the paper fine-tunes). Every run takes the same fixed
+Arms: ``scratch`` (the same ViT from random initialisation), ``cnn`` (a small ResNet of about the
+same parameter count, :mod:`pipeline.cnn`, with the scratch arm's recipe: the inductive-bias
+baseline), ``linear`` (the pretrained backbone frozen, a new linear head on features computed once)
+and ``finetune`` (the whole pretrained backbone trained, with a new zero-initialised head, as the
+paper fine-tunes). Every run takes the same fixed
 number of optimiser steps of ``batch_size`` images whatever the set size, so a point costs the same
 at 10 images per class as at 6000, and the test set is evaluated once, at the end.
 
@@ -27,18 +30,20 @@ import torch
 from torch import nn
 
 from pipeline import paths
-from pipeline.config import SWEEP_POINTS, Params, load_params
+from pipeline.cnn import small_resnet
+from pipeline.config import SWEEP_POINTS, DataHungerConfig, Params, load_params
 from pipeline.data import ImageSet, batch_preparer, load_split
 from pipeline.engine import Recipe, evaluate, extract_features, train
 from pipeline.errors import UserError, stage_main
 from pipeline.files import write_json
 from pipeline.finetune_head import load_backbone
 from pipeline.metrics import spread
-from pipeline.model import ViT, vit_config
+from pipeline.model import ViT, count_parameters, vit_config
 from pipeline.runtime import Runtime, resolve_runtime, seed_everything
 from pipeline.tracking import stage_tracker
 
-ARMS = ("scratch", "linear", "finetune")
+ARMS = ("scratch", "cnn", "linear", "finetune")
+FROM_SCRATCH = ("scratch", "cnn")  # arms that train on images from random initialisation
 SUBSET_SEED = 0  # the fixed order each class's images are taken in; never chosen by looking at test scores
 TRAIN_ALL = paths.PREPARED / "train_all.pt"  # offline: every target-class training image (prepare stage)
 OUTPUT = paths.METRICS / "data_hunger"
@@ -121,8 +126,27 @@ def finetune_model(backbone: ViT, num_classes: int) -> ViT:
     return model
 
 
-def run_seed(arm: str, params: Params, data: dict, runtime: Runtime, seed: int) -> tuple[dict, float, float]:
-    """Trains one run of ``arm`` and evaluates it once on the whole test set."""
+def paper_recipe(cfg: DataHungerConfig, lr: float) -> Recipe:
+    """The paper's recipe (AdamW, linear warmup then cosine decay, gradient clipping) as one "epoch" of
+    ``cfg.steps`` steps over a :func:`step_stream`."""
+    return Recipe(
+        lr=lr, batch_size=cfg.batch_size, epochs=1, optimizer="adamw", weight_decay=cfg.weight_decay,
+        schedule="cosine", warmup_fraction=cfg.warmup_fraction, grad_clip=cfg.grad_clip,
+    )  # fmt: skip
+
+
+def scratch_model(arm: str, params: Params, num_classes: int, in_channels: int) -> nn.Module:
+    """A randomly initialised model of a from-scratch arm: the preset's ViT, or the small ResNet."""
+    if arm == "cnn":
+        return small_resnet(in_channels, num_classes, tuple(params.data_hunger.cnn_widths))
+    return ViT(vit_config(params.model_name, num_classes=num_classes))
+
+
+def run_seed(arm: str, params: Params, data: dict, runtime: Runtime, seed: int) -> tuple[dict, float, float, int]:
+    """Trains one run of ``arm`` and evaluates it once on the whole test set.
+
+    Returns the training record, test accuracy, test loss and the number of trained parameters.
+    """
     cfg = params.data_hunger
     generator = seed_everything(seed)
     labels, num_classes = data["train_labels"], data["num_classes"]
@@ -132,13 +156,9 @@ def run_seed(arm: str, params: Params, data: dict, runtime: Runtime, seed: int) 
         model = nn.Linear(data["train_inputs"].shape[1], num_classes).to(runtime.device)
         prepare = test_prepare = data["prepare"]
     else:
-        recipe = Recipe(
-            lr=cfg.scratch_lr if arm == "scratch" else cfg.finetune_lr, batch_size=cfg.batch_size, epochs=1,
-            optimizer="adamw", weight_decay=cfg.weight_decay, schedule="cosine",
-            warmup_fraction=cfg.warmup_fraction, grad_clip=cfg.grad_clip,
-        )  # fmt: skip
-        if arm == "scratch":
-            model = ViT(vit_config(params.model_name, num_classes=num_classes))
+        recipe = paper_recipe(cfg, cfg.scratch_lr if arm in FROM_SCRATCH else cfg.finetune_lr)
+        if arm in FROM_SCRATCH:
+            model = scratch_model(arm, params, num_classes, data["train_inputs"].shape[1])
         else:
             model = finetune_model(data["backbone"], num_classes)
         model = model.to(runtime.device)
@@ -149,12 +169,12 @@ def run_seed(arm: str, params: Params, data: dict, runtime: Runtime, seed: int) 
     result = evaluate(
         model, data["test_inputs"], data["test_labels"], runtime, params.evaluate.batch_size, test_prepare
     )
-    return history[-1], result.accuracy, result.loss
+    return history[-1], result.accuracy, result.loss, count_parameters(model, trainable_only=True)
 
 
 def load_point(arm: str, params: Params, point: int, runtime: Runtime) -> dict:
     """The subset for ``point`` and the test set, as the arm consumes them (images, or frozen features)."""
-    view = "scratch" if arm == "scratch" else "pretrained"
+    view = "scratch" if arm in FROM_SCRATCH else "pretrained"
     train_all = sweep_train_set(params, view)
     test_set = load_split(paths.prepared_split(view, "test"))
     num_classes = len(train_all.classes)
@@ -170,7 +190,7 @@ def load_point(arm: str, params: Params, point: int, runtime: Runtime) -> dict:
         "prepare": batch_preparer(train_all, augment_train=True),
         "test_prepare": batch_preparer(test_set, augment_train=False),
     }
-    if arm != "scratch":
+    if arm not in FROM_SCRATCH:
         backbone = load_backbone(params, runtime)
         data["backbone"] = backbone
     if arm == "linear":
@@ -193,7 +213,7 @@ def run_point(params: Params, arm: str, point: int) -> dict:
         with stage_tracker(
             params, f"sweep-{arm}-{n}", seed=seed, arm=arm, n_train_per_class=str(n), point=str(point)
         ) as tracker:
-            last, accuracy, loss = run_seed(arm, params, data, runtime, seed)
+            last, accuracy, loss, trained_parameters = run_seed(arm, params, data, runtime, seed)
             tracker.log_metrics(
                 {"train_loss": last["train_loss"], "train_acc": last["train_acc"], "test_acc": accuracy,
                  "test_loss": loss, "final_test_acc": accuracy, "final_test_loss": loss}, step=cfg.steps,
@@ -213,6 +233,7 @@ def run_point(params: Params, arm: str, point: int) -> dict:
         "n_test": len(data["test_labels"]),
         "steps": cfg.steps,
         "batch_size": cfg.batch_size,
+        "trained_parameters": trained_parameters,
         "test_acc": spread(accuracies),
         "test_loss": spread(losses),
         "train_loss": spread(train_losses),

@@ -12,7 +12,7 @@ import pytest
 import torch
 import yaml
 
-from pipeline import data_hunger, paths, sweep
+from pipeline import ablation, data_hunger, paths, plot, sweep
 from pipeline.config import SWEEP_POINTS, ConfigError, parse_params
 from pipeline.data import ImageSet
 from pipeline.errors import UserError
@@ -70,8 +70,14 @@ def test_config_rejects_bad_sweeps_and_matches_dvc_yaml():
     with pytest.raises(ConfigError, match="data_hunger.paper_fractions must be in"):
         parse_params({"data_hunger": {"paper_fractions": [0.1, 0.2, 0.3, 0.5, 0.75, 1.5]}})
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
-    assert stages["sweep_scratch"]["matrix"]["point"] == list(range(SWEEP_POINTS))
+    assert stages["sweep_scratch"]["matrix"] == {"arm": ["scratch", "cnn"], "point": list(range(SWEEP_POINTS))}
     assert stages["sweep_pretrained"]["matrix"] == {"arm": ["linear", "finetune"], "point": list(range(SWEEP_POINTS))}
+    matrix_arms = stages["sweep_scratch"]["matrix"]["arm"] + stages["sweep_pretrained"]["matrix"]["arm"]
+    assert sorted(matrix_arms) == sorted(sweep.ARMS)
+    gathered = {dep for dep in stages["data_hunger"]["deps"] if dep.startswith("metrics/data_hunger/")}
+    assert gathered == {
+        f"metrics/data_hunger/{arm}_{point}.json" for arm in sweep.ARMS for point in range(SWEEP_POINTS)
+    }
 
 
 def test_step_stream_gives_exactly_the_step_budget():
@@ -105,23 +111,30 @@ def tiny_project(tmp_path, monkeypatch):
         yield Tracker()
 
     monkeypatch.setattr(sweep, "stage_tracker", no_tracking)  # MLflow is covered by tests/test_e2e.py
+    monkeypatch.setattr(ablation, "stage_tracker", no_tracking)
     return tmp_path
 
 
 def test_one_point_of_every_arm_writes_the_documented_keys(tiny_project, monkeypatch):
-    params = tiny_params()
+    params = tiny_params(cnn_widths=[4, 8])
     monkeypatch.setattr(sweep, "load_params", lambda: params)
+    trained = {}
     for arm in sweep.ARMS:
         monkeypatch.setattr(sys, "argv", ["sweep", arm, "2"])
         sweep.main()
         summary = json.loads(sweep.point_path(arm, 2).read_text())
         assert set(summary) == {"arm", "point", "n_train_per_class", "n_train", "n_test", "steps", "batch_size",
-                                "test_acc", "test_loss", "train_loss", "runtime"}  # fmt: skip
+                                "trained_parameters", "test_acc", "test_loss", "train_loss", "runtime"}  # fmt: skip
         assert (summary["arm"], summary["point"], summary["n_train_per_class"]) == (arm, 2, 3)
         assert (summary["n_train"], summary["n_test"], summary["steps"]) == (9, 6, 3)
         acc = summary["test_acc"]
         assert set(acc) == {"mean", "std", "per_seed"} and len(acc["per_seed"]) == 2
         assert all(0 <= a <= 1 for a in acc["per_seed"])
+        trained[arm] = summary["trained_parameters"]
+    tiny_vit = ViT(vit_config("tiny", num_classes=3))
+    assert trained["scratch"] == trained["finetune"] == sum(p.numel() for p in tiny_vit.parameters())
+    assert trained["linear"] == 32 * 3 + 3  # the head alone: tiny's hidden size 32, three classes
+    assert trained["cnn"] == sum(p.numel() for p in sweep.scratch_model("cnn", params, 3, 3).parameters())
 
 
 def test_finetune_model_keeps_the_backbone_and_adds_a_zero_head():
@@ -148,7 +161,7 @@ def test_aggregate_writes_the_curve_json_and_png(tiny_project, monkeypatch):
             n = point + 1
             acc = {"mean": 0.5, "std": 0.1, "per_seed": [0.4, 0.6]}
             summary = {"arm": arm, "point": point, "n_train_per_class": n, "n_train": 3 * n, "n_test": 6,
-                       "steps": 3, "batch_size": 4, "test_acc": acc}  # fmt: skip
+                       "steps": 3, "batch_size": 4, "trained_parameters": 1000 * n, "test_acc": acc}  # fmt: skip
             sweep.point_path(arm, point).parent.mkdir(parents=True, exist_ok=True)
             sweep.point_path(arm, point).write_text(json.dumps(summary))
     data_hunger.main()
@@ -160,6 +173,7 @@ def test_aggregate_writes_the_curve_json_and_png(tiny_project, monkeypatch):
     base = metrics["baselines"]["6"]
     assert base["chance"] == pytest.approx(1 / 3) and base["majority"] == pytest.approx(1 / 3)
     assert "pixels_logreg" not in base and 0 <= metrics["baselines"]["3"]["pixels_logreg"] <= 1  # fit up to 3
+    assert metrics["trained_parameters"] == {arm: 1000 for arm in sweep.ARMS}
     assert (paths.PLOTS / "data_hunger.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -167,3 +181,49 @@ def test_aggregate_refuses_a_missing_point(tiny_project, monkeypatch):
     monkeypatch.setattr(data_hunger, "load_params", tiny_params)
     with pytest.raises(SystemExit):
         data_hunger.main()
+
+
+def test_ablation_variants_map_to_recipe_augmentation_and_pooling():
+    params = parse_params({})
+    seed_recipe, augment, pool = ablation.variant_settings("seed", params)
+    assert (seed_recipe.optimizer, seed_recipe.lr, seed_recipe.weight_decay) == ("adam", 0.003, 0.3)
+    assert (seed_recipe.schedule, seed_recipe.grad_clip, augment, pool) == ("none", 0.0, False, "cls")
+    assert seed_recipe.batch_size == params.data_hunger.batch_size  # the sweep's budget, not the seed's 32
+    paper_recipe, augment, pool = ablation.variant_settings("paper+aug+mean", params)
+    assert (paper_recipe.optimizer, paper_recipe.lr, paper_recipe.schedule) == ("adamw", 0.001, "cosine")
+    assert (paper_recipe.warmup_fraction, paper_recipe.grad_clip, augment, pool) == (0.1, 1.0, True, "mean")
+    assert ablation.variant_settings("seed+mean", params)[1:] == (False, "mean")
+
+
+@pytest.mark.parametrize("variants", [["sgd"], ["paper+flip"], ["paper+aug+aug"], ["seed", "seed"], []])
+def test_config_rejects_unknown_ablation_variants(variants):
+    with pytest.raises(ConfigError, match="ablation.variants"):
+        parse_params({"ablation": {"variants": variants}})
+
+
+def test_ablation_stage_writes_every_variant_and_the_plot_stage_draws_it(tiny_project, monkeypatch):
+    params = parse_params({"preset": "paper", "seeds": [0, 1], "paper": {"model": "tiny", "backbone_model": "tiny"},
+                           "data_hunger": {"paper_fractions": FRACTIONS, "steps": 3, "batch_size": 4},
+                           "ablation": {"variants": ["seed", "paper+aug+mean"]}})  # fmt: skip
+    monkeypatch.setattr(ablation, "load_params", lambda: params)
+    ablation.main()
+    summary = json.loads(ablation.OUTPUT.read_text())
+    assert summary["order"] == ["seed", "paper+aug+mean"] and set(summary["variants"]) == set(summary["order"])
+    for result in summary["variants"].values():
+        assert set(result) == {"test_acc", "test_loss", "train_loss", "collapse"}
+        assert len(result["test_acc"]["per_seed"]) == 2 and 0 <= result["test_acc"]["mean"] <= 1
+        assert all(1 / 3 <= c <= 1 for c in result["collapse"]["per_seed"])
+    assert (summary["n_train"], summary["n_test"], summary["steps"], summary["batch_size"]) == (18, 6, 3, 4)
+    assert set(summary["baselines"]) == {"chance", "majority", "pixels_logreg"}
+    seeds = summary["variants"]["seed"]["test_acc"]["per_seed"]
+    ablation.main()  # same params and seeds: the same numbers
+    assert json.loads(ablation.OUTPUT.read_text())["variants"]["seed"]["test_acc"]["per_seed"] == seeds
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    evaluate_metrics = {"pretrained": {"test_acc": {"mean": 0.5}}}
+    plot.plot_ablation(plt, summary, evaluate_metrics)
+    assert (paths.PLOTS / "ablation.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

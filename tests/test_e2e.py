@@ -31,10 +31,12 @@ REPO = Path(__file__).resolve().parents[1]
 CLASSES = ("alpha", "beta", "gamma")
 EVALUATE_KEYS = {"scratch", "pretrained", "baselines", "preset", "n_train", "n_test", "classes"}
 ARM_KEYS = {"test_acc", "test_loss", "per_class", "collapse", "file_size_mb", "params"}
-STAGES = ("download", "prepare", "backbone", "train_scratch", "finetune_head", "evaluate", "plot", "analysis")
+STAGES = (
+    "download", "prepare", "backbone", "train_scratch", "finetune_head", "evaluate", "ablation", "plot", "analysis",
+)  # fmt: skip
 # The data-hunger sweep: its two matrices' items (arm x point 0..5) and the stage that gathers them.
 SWEEP_STAGES = (
-    *(f"sweep_scratch@{point}" for point in range(6)),
+    *(f"sweep_scratch@{arm}-{point}" for arm in ("scratch", "cnn") for point in range(6)),
     *(f"sweep_pretrained@{arm}-{point}" for arm in ("linear", "finetune") for point in range(6)),
     "data_hunger",
 )
@@ -148,7 +150,7 @@ def test_repro_runs_every_stage_and_writes_documented_metrics(paper_repo):
     assert metrics["scratch"]["params"]["trainable"] == metrics["scratch"]["params"]["total"]
     assert metrics["baselines"]["chance"] == pytest.approx(1 / 3)
     assert metrics["baselines"]["majority"] == pytest.approx(1 / 3)
-    for png in ("curves", "confusion", "comparison", "size_vs_accuracy"):
+    for png in ("curves", "confusion", "comparison", "size_vs_accuracy", "ablation"):
         assert (repo / "plots" / f"{png}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (repo / "models/scratch/seed_1.pt").is_file() and (repo / "models/pretrained/head_seed_1.pt").is_file()
 
@@ -157,7 +159,7 @@ def test_data_hunger_curve_has_every_arm_size_and_seed(paper_repo):
     repo, _, _ = paper_repo
     curve = json.loads((repo / "metrics/data_hunger.json").read_text())
     sizes = {"1", "2", "3", "4", "5", "6"}
-    for arm in ("scratch", "linear", "finetune"):
+    for arm in ("scratch", "cnn", "linear", "finetune"):
         assert set(curve[arm]) == sizes
         for point in curve[arm].values():
             assert set(point) == {"mean", "std", "per_seed"} and len(point["per_seed"]) == 2
@@ -165,6 +167,19 @@ def test_data_hunger_curve_has_every_arm_size_and_seed(paper_repo):
     assert set(curve["baselines"]["6"]) == {"chance", "majority", "pixels_logreg"}
     assert (curve["n_test"], curve["steps"], curve["batch_size"]) == (9, 2, 4)
     assert (repo / "plots/data_hunger.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_ablation_has_every_variant_and_seed(paper_repo):
+    repo, _, _ = paper_repo
+    summary = json.loads((repo / "metrics/ablation.json").read_text())
+    assert (
+        summary["order"]
+        == ["seed", "paper", "paper+aug", "paper+aug+mean"]
+        == sorted(summary["variants"], key=summary["order"].index)
+    )
+    for result in summary["variants"].values():
+        assert len(result["test_acc"]["per_seed"]) == 2 and 0 <= result["test_acc"]["mean"] <= 1
+    assert (summary["n_train"], summary["n_test"], summary["steps"]) == (18, 9, 2)
 
 
 def test_mlflow_records_every_training_run_with_tags(paper_repo):
@@ -186,7 +201,9 @@ def test_mlflow_records_every_training_run_with_tags(paper_repo):
     sweep = by_name["sweep-finetune-6-seed1"]
     assert (sweep.data.tags["arm"], sweep.data.tags["n_train_per_class"]) == ("finetune", "6")
     assert 0 <= sweep.data.metrics["final_test_acc"] <= 1
-    assert sum(name.startswith("sweep-") for name in by_name) == 3 * 6 * 2  # arm x size x seed
+    assert sum(name.startswith("sweep-") for name in by_name) == 4 * 6 * 2  # arm x size x seed
+    assert sum(name.startswith("ablation-") for name in by_name) == 4 * 2  # variant x seed
+    assert by_name["ablation-paper+aug-seed1"].data.tags["variant"] == "paper+aug"
 
 
 def test_second_repro_is_a_no_op(paper_repo):
@@ -250,14 +267,16 @@ def test_offline_preset_runs_on_a_small_idx_fixture(tmp_path):
         (raw / f"{prefix}-labels-idx1-ubyte").write_bytes(idx_bytes(labels))
     env = clean_env()
     env["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    for stage in ("prepare", "backbone", "train_scratch", "finetune_head", "evaluate", "plot"):
+    for stage in ("prepare", "backbone", "train_scratch", "finetune_head", "evaluate", "ablation", "plot"):
         run([sys.executable, "-m", f"pipeline.{stage}"], repo, env)
-    for arm, point in (("scratch", "0"), ("finetune", "5")):
+    for arm, point in (("scratch", "0"), ("cnn", "1"), ("finetune", "5")):
         run([sys.executable, "-m", "pipeline.sweep", arm, point], repo, env)
     info = json.loads((repo / "data/prepared/info.json").read_text())
     assert info["counts"] == {"train": 12, "test": 9, "pool_train": 56, "pool_test": 21, "train_all": 24}
     point = json.loads((repo / "metrics/data_hunger/finetune_5.json").read_text())
     assert (point["n_train_per_class"], point["n_train"], point["n_test"]) == (8, 24, 9)
+    cnn_point = json.loads((repo / "metrics/data_hunger/cnn_1.json").read_text())
+    assert (cnn_point["n_train"], cnn_point["trained_parameters"]) == (6, 1_226_595)  # grey 28x28, 3 classes
     assert "Trouser" not in info["pool_classes"] and len(info["pool_classes"]) == 7
     backbone = json.loads((repo / "metrics/backbone.json").read_text())
     assert backbone["source"] == "pretrain" and backbone["n_pretrain"] == 56
