@@ -11,9 +11,7 @@ The numbers in the section comments are the cases of issue 5.
 
 from __future__ import annotations
 
-import collections
 import hashlib
-import http.server
 import io
 import re
 import shutil
@@ -21,7 +19,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 import zipfile
 from dataclasses import dataclass
@@ -30,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from loopback import ScriptedServer, running_server
 from project_copy import clean_env, copy_project, set_params
 
 from pipeline import fetch, files
@@ -80,46 +78,6 @@ runpy.run_module(f"pipeline.{stage}", run_name="__main__", alter_sys=True)
 # --- helpers ---------------------------------------------------------------------------------
 
 
-class Server:
-    """A loopback HTTP server whose answer per path is a script of responses, the last one repeating.
-
-    ``("ok", body)``, ``("status", code)``, or ``("stall", body)``: promise the whole body, send half,
-    then hang until the test ends (a download to kill midway).
-    """
-
-    def __init__(self) -> None:
-        self.routes: dict[str, list[tuple[str, object]]] = {}
-        self.hits: collections.Counter[str] = collections.Counter()
-        self.release = threading.Event()
-        server = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                server.hits[self.path] += 1
-                script = server.routes.get(self.path, [("status", 404)])
-                kind, arg = script[min(server.hits[self.path], len(script)) - 1]
-                if kind == "status":
-                    self.send_error(arg)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(arg)))
-                self.end_headers()
-                self.wfile.write(arg if kind == "ok" else arg[: len(arg) // 2])
-                self.wfile.flush()
-                if kind == "stall":
-                    server.release.wait(120)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}{path}"
-
-
 def png_bytes(rng: np.random.Generator, label: int) -> bytes:
     from PIL import Image
 
@@ -166,7 +124,7 @@ class Project:
 
     repo: Path
     env: dict[str, str]
-    server: Server
+    server: ScriptedServer
     inject: Path
 
     def start(self, name: str, fault: str | None = None, env: dict[str, str] | None = None) -> subprocess.Popen:
@@ -249,12 +207,8 @@ def write_tree(root: Path, tree: dict[str, bytes]) -> Path:
 
 @pytest.fixture(scope="module")
 def server():
-    s = Server()
-    s.thread.start()
-    yield s
-    s.release.set()
-    s.httpd.shutdown()
-    s.httpd.server_close()
+    with running_server() as s:
+        yield s
 
 
 @pytest.fixture(scope="module")

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import collections
 import gzip
 import hashlib
-import http.server
 import io
 import os
 import socket
 import stat
-import threading
 import time
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from loopback import running_server
 
 from pipeline import fetch
 from pipeline.errors import UserError
@@ -33,51 +31,10 @@ def tree(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
 
 
-class Server:
-    """A loopback HTTP server whose answer per path is a script of responses, the last one repeating."""
-
-    def __init__(self) -> None:
-        self.routes: dict[str, list[tuple[str, object]]] = {}
-        self.hits: collections.Counter[str] = collections.Counter()
-        server = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                server.hits[self.path] += 1
-                script = server.routes.get(self.path, [("status", 404)])
-                kind, arg = script[min(server.hits[self.path], len(script)) - 1]
-                if kind == "status":
-                    self.send_error(arg)
-                    return
-                if kind == "hang":
-                    threading.Event().wait(arg)  # not time.sleep, which the `sleeps` fixture replaces
-                    return
-                body = arg
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                # "truncate" promises the whole body, sends half, then the connection closes.
-                self.wfile.write(body if kind == "ok" else body[: len(body) // 2])
-                self.wfile.flush()
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        # A short poll interval, or every shutdown() in teardown waits half a second.
-        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True)
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}{path}"
-
-
 @pytest.fixture
 def server():
-    s = Server()
-    s.thread.start()
-    yield s
-    s.httpd.shutdown()
-    s.httpd.server_close()
+    with running_server() as s:
+        yield s
 
 
 @pytest.fixture

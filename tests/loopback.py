@@ -1,0 +1,68 @@
+"""A scripted HTTP server on loopback, for the download tests (tests/test_fetch.py, tests/test_faults.py)."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import http.server
+import threading
+from collections.abc import Iterator
+
+
+class ScriptedServer:
+    """A loopback HTTP server whose answer per path is a script of responses, the last one repeating.
+
+    A response is ``("ok", body)``; ``("status", code)``; ``("hang", seconds)``: answer nothing for that
+    long; ``("truncate", body)``: promise the whole body, send half, close; or ``("stall", body)``:
+    promise the whole body, send half, then wait until the server stops (a download to kill midway).
+    Unscripted paths answer 404; ``hits`` counts requests per path.
+    """
+
+    def __init__(self) -> None:
+        self.routes: dict[str, list[tuple[str, object]]] = {}
+        self.hits: collections.Counter[str] = collections.Counter()
+        self.release = threading.Event()
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                server.hits[self.path] += 1
+                script = server.routes.get(self.path, [("status", 404)])
+                kind, arg = script[min(server.hits[self.path], len(script)) - 1]
+                if kind == "status":
+                    self.send_error(arg)
+                    return
+                if kind == "hang":
+                    threading.Event().wait(arg)  # not time.sleep, which a test may replace
+                    return
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(arg)))
+                self.end_headers()
+                self.wfile.write(arg if kind == "ok" else arg[: len(arg) // 2])
+                self.wfile.flush()
+                if kind == "stall":
+                    server.release.wait(120)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        # A short poll interval, or every shutdown() waits half a second.
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True)
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}{path}"
+
+
+@contextlib.contextmanager
+def running_server() -> Iterator[ScriptedServer]:
+    """A started :class:`ScriptedServer`, stopped (and any stalled answer released) on exit."""
+    server = ScriptedServer()
+    server.thread.start()
+    try:
+        yield server
+    finally:
+        server.release.set()
+        server.httpd.shutdown()
+        server.httpd.server_close()
