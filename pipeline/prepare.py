@@ -5,12 +5,16 @@ the target classes (``train_all``, for the data-hunger sweep), and the pretraini
 of the other classes). Paper preset: the ImageFolder train and test splits, once
 per input transform (``scratch``: squashed to the model size; ``pretrained``: the weights' resize
 and centre crop, normalised with ImageNet statistics).
+
+Every file goes into a temporary folder that replaces ``data/prepared`` whole once all are written,
+so an unreadable image found halfway (or a kill) leaves the previous prepared data untouched.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -32,11 +36,16 @@ from pipeline.data import (
 )
 from pipeline.errors import stage_main
 from pipeline.fetch import read_idx
-from pipeline.files import write_json, write_text
+from pipeline.files import atomic_dir, write_json, write_text
 from pipeline.model import vit_config
 
 SPLIT_SEED = 0  # which few-shot images are drawn; fixed, never chosen by looking at test scores
 SINGLE_VIEW = ("pool_train", "pool_test", "train_all")  # saved once as data/prepared/<split>.pt, not per arm
+
+
+def split_file(out: Path, view: str, split: str) -> Path:
+    """Where ``paths.prepared_split(view, split)`` will be, inside the folder ``out`` being written."""
+    return out / paths.prepared_split(view, split).relative_to(paths.PREPARED)
 
 
 def fit_to_model(images: torch.Tensor, size: int, channels: int) -> torch.Tensor:
@@ -47,7 +56,7 @@ def fit_to_model(images: torch.Tensor, size: int, channels: int) -> torch.Tensor
     return images.expand(-1, channels, -1, -1).contiguous()
 
 
-def prepare_offline(params: Params) -> dict:
+def prepare_offline(params: Params, out: Path) -> dict:
     raw = paths.RAW / "fashion-mnist"
     train_images, train_labels = read_idx(raw / "train-images-idx3-ubyte"), read_idx(raw / "train-labels-idx1-ubyte")
     test_images, test_labels = read_idx(raw / "t10k-images-idx3-ubyte"), read_idx(raw / "t10k-labels-idx1-ubyte")
@@ -67,7 +76,7 @@ def prepare_offline(params: Params) -> dict:
             pool,
             pool_names,
             "train",
-        ),  # noqa: E501
+        ),
         "pool_test": (test_images, test_labels, np.flatnonzero(np.isin(test_labels, pool)), pool, pool_names, "t10k"),
         # Every training image of the target classes (18,000, 14 MB): the data-hunger sweep's nested subsets.
         "train_all": (
@@ -87,17 +96,17 @@ def prepare_offline(params: Params) -> dict:
             picked, new_labels, names, FASHION_MNIST_MEAN * config.in_channels, FASHION_MNIST_STD * config.in_channels
         )
         if split in SINGLE_VIEW:
-            image_set.save(paths.PREPARED / f"{split}.pt")
+            image_set.save(out / f"{split}.pt")
         else:
             for view in paths.ARMS:  # both arms see the same inputs: the backbone was pretrained on them
-                image_set.save(paths.prepared_split(view, split))
+                image_set.save(split_file(out, view, split))
         sources = [f"{source}-images-idx3-ubyte#{i}" for i in indices]
         manifest += manifest_rows(split, picked, new_labels, names, sources)
         counts[split] = len(new_labels)
     return {"classes": target_names, "pool_classes": pool_names, "counts": counts, "manifest": manifest}
 
 
-def prepare_paper(params: Params) -> dict:
+def prepare_paper(params: Params, out: Path) -> dict:
     root = paths.RAW / "images"
     classes, files = list_image_folder(root)
     views = {
@@ -111,7 +120,7 @@ def prepare_paper(params: Params) -> dict:
             labels = torch.tensor([label for _, label in pairs], dtype=torch.int64)
             channels = config.in_channels
             ImageSet(images, labels, classes, tuple(mean[:channels]), tuple(std[:channels])).save(
-                paths.prepared_split(view, split)
+                split_file(out, view, split)
             )
             if view == "scratch":
                 sources = [str(path.relative_to(root)) for path, _ in pairs]
@@ -123,14 +132,15 @@ def prepare_paper(params: Params) -> dict:
 @stage_main
 def main() -> None:
     params = load_params()
-    result = prepare_offline(params) if params.preset == "offline" else prepare_paper(params)
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["split", "source", "class", "sha256"])
-    writer.writerows(result["manifest"])
-    write_text(paths.PREPARED / "manifest.csv", buffer.getvalue())
-    info = {k: result[k] for k in ("classes", "pool_classes", "counts")}
-    write_json(paths.PREPARED / "info.json", {"preset": params.preset, **info})
+    with atomic_dir(paths.PREPARED) as out:
+        result = prepare_offline(params, out) if params.preset == "offline" else prepare_paper(params, out)
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(["split", "source", "class", "sha256"])
+        writer.writerows(result["manifest"])
+        write_text(out / "manifest.csv", buffer.getvalue())
+        info = {k: result[k] for k in ("classes", "pool_classes", "counts")}
+        write_json(out / "info.json", {"preset": params.preset, **info})
     print(f"prepare: {params.preset}, classes {result['classes']}, images per split {result['counts']}")
 
 

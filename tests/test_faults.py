@@ -851,3 +851,18 @@ def test_two_queued_experiments_in_parallel_are_both_recorded_in_mlflow(tmp_path
     assert {r.info.status for r in runs} == {"FINISHED"}
     assert {r.data.tags.get("dvc_experiment") for r in runs} == {"lr-0.001", "lr-0.002"}
     assert all(len(client.get_metric_history(r.info.run_id, "test_acc")) == 1 for r in runs)
+
+
+def test_unreadable_image_found_halfway_leaves_the_previous_prepared_data_whole(bare, tmp_path):
+    """prepare writes the train split before it reaches test/; a failure there must not leave a mix."""
+    set_params(bare.repo, paper={"folder": str(good_folder(tmp_path / "mine"))})
+    bare.ok("download")
+    bare.ok("prepare")
+    prepared = bare.repo / "data/prepared"
+    before = digest_tree(prepared)
+    raw = bare.repo / "data/raw/images"
+    shutil.copy(raw / "train/alpha/0.png", raw / "train/alpha/extra.png")  # the new train split would differ
+    (raw / "test/beta/cut.jpg").write_bytes(truncated_jpeg())
+    assert_fails(bare.stage("prepare"), "prepare", "data/raw/images/test/beta/cut.jpg", "not a readable image")
+    assert digest_tree(prepared) == before
+    assert not [p for p in prepared.parent.iterdir() if p.name.endswith(".partial")]
