@@ -12,10 +12,8 @@ import hashlib
 import http.client
 import os
 import re
-import shutil
 import stat
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -28,8 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.errors import UserError
-from pipeline.files import remove_stale_temps, temp_prefix
-from pipeline.files import replace_atomically as _replace
+from pipeline.files import atomic_dir, remove_stale_temps, temp_prefix
 
 ALLOWED_SCHEMES = ("https", "http", "file")
 FASHION_MNIST_FILES: dict[str, str] = {
@@ -252,14 +249,8 @@ def safe_extract_zip(archive: Path, target: Path, *, max_bytes: int) -> Path:
                 f"archive {archive} declares {_size(declared)} uncompressed, over the cap of {_size(max_bytes)}; "
                 f"nothing was extracted. If you trust it, raise paper.max_extract_mb in params.yaml"
             )
-        target.parent.mkdir(parents=True, exist_ok=True)
-        remove_stale_temps(target.parent)  # a killed earlier extraction's half-written folder
-        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=temp_prefix(target), suffix=".partial"))
-        try:
+        with atomic_dir(target) as tmp:  # also removes a killed earlier extraction's half-written folder
             _extract(zf, members, tmp, archive, max_bytes)
-            _replace(tmp, target)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)  # gone already after a successful rename
     return target
 
 
@@ -418,16 +409,10 @@ def obtain_fashion_mnist(
     if not mirror and not any(debian.values()):
         # Checked before touching the disk, so the commonest failure writes nothing at all.
         raise UserError(_no_source(next(iter(files)), debian_dir, mirror, []))
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temps(dest.parent)
-    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=temp_prefix(dest), suffix=".partial"))
-    try:
+    with atomic_dir(dest) as tmp:
         dead: set[str] = set()  # mirrors that could not be reached: not worth retrying for the next file
         for name, expected in files.items():
             _obtain_one(name, expected, debian[name], tmp, debian_dir, mirror, mirrors, dead)
-        _replace(tmp, dest)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)  # gone already after a successful rename
     return dest
 
 

@@ -9,15 +9,10 @@ from __future__ import annotations
 import json
 
 from pipeline import paths
+from pipeline.data_hunger import LABELS as CURVE_ARMS
 from pipeline.errors import UserError, stage_main
 
 ARM_NAMES = {"scratch": "ViT from scratch", "pretrained": "Pretrained ViT, frozen + new linear head"}
-CURVE_ARMS = {
-    "scratch": "ViT from scratch",
-    "cnn": "small ResNet from scratch",
-    "linear": "frozen + linear head",
-    "finetune": "fine-tuned",
-}
 VARIANT_PARTS = {
     "seed": "seed 000's optimiser (Adam, constant lr, L2 weight decay, no clipping)",
     "paper": "paper's optimiser (AdamW, warmup + cosine, clipping)",

@@ -8,21 +8,20 @@ from __future__ import annotations
 
 from pipeline import paths
 from pipeline.config import Params, load_params
-from pipeline.data import batch_preparer, load_split
+from pipeline.data import ImageSet, batch_preparer, load_split
 from pipeline.engine import Recipe, train
 from pipeline.errors import stage_main
 from pipeline.files import atomic_dir, save_tensors, write_text
 from pipeline.history import FIELDS, history_csv, mean_over_seeds, with_seed
 from pipeline.model import ViT, vit_config
-from pipeline.runtime import resolve_runtime, seed_everything
+from pipeline.runtime import Runtime, resolve_runtime, seed_everything
 from pipeline.tracking import stage_tracker
 
 
-def train_one_seed(params: Params, seed: int) -> tuple[dict, list[dict]]:
+def train_one_seed(
+    params: Params, seed: int, train_set: ImageSet, test_set: ImageSet, runtime: Runtime
+) -> tuple[dict, list[dict]]:
     """Trains one from-scratch model; returns its state dict and per-epoch history."""
-    train_set = load_split(paths.prepared_split("scratch", "train"))
-    test_set = load_split(paths.prepared_split("scratch", "test"))
-    runtime = resolve_runtime(params.runtime)
     cfg = params.train_scratch
     recipe = Recipe(
         lr=cfg.lr, batch_size=cfg.batch_size, epochs=cfg.epochs, optimizer=cfg.optimizer,
@@ -49,10 +48,13 @@ def train_one_seed(params: Params, seed: int) -> tuple[dict, list[dict]]:
 @stage_main
 def main() -> None:
     params = load_params()
+    train_set = load_split(paths.prepared_split("scratch", "train"))
+    test_set = load_split(paths.prepared_split("scratch", "test"))
+    runtime = resolve_runtime(params.runtime)
     histories = {}
     with atomic_dir(paths.SCRATCH_MODELS) as folder:  # every seed's model, or the previous folder untouched
         for seed in params.seeds:
-            state, histories[seed] = train_one_seed(params, seed)
+            state, histories[seed] = train_one_seed(params, seed, train_set, test_set, runtime)
             save_tensors(folder / paths.scratch_model(seed).name, state)
     write_text(paths.HISTORY / "scratch.csv", history_csv(mean_over_seeds(histories)))
     write_text(paths.HISTORY / "scratch_seeds.csv", history_csv(with_seed(histories), ["seed", *FIELDS]))
