@@ -8,12 +8,19 @@ import json
 import numpy as np
 
 from pipeline import paths
-from pipeline.errors import stage_main
+from pipeline.errors import UserError, stage_main
 from pipeline.files import atomic_path
 from pipeline.history import read_history
 
 COLOURS = {"scratch": "tab:red", "pretrained": "tab:blue"}
 LABELS = {"scratch": "ViT from scratch", "pretrained": "pretrained ViT, frozen + linear head"}
+
+
+def read_input(path) -> str:
+    """An input of this stage, or one line saying which stage makes it."""
+    if not path.is_file():
+        raise UserError(f"{path} is missing; run `dvc repro`, which makes the plot stage's inputs first")
+    return path.read_text()
 
 
 def save(figure, name: str) -> None:
@@ -122,14 +129,15 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    metrics = json.loads((paths.METRICS / "evaluate.json").read_text())
-    matrices = json.loads((paths.CONFUSION / "matrices.json").read_text())
-    histories = {arm: read_history((paths.HISTORY / f"{arm}_seeds.csv").read_text()) for arm in paths.ARMS}
+    metrics = json.loads(read_input(paths.METRICS / "evaluate.json"))
+    matrices = json.loads(read_input(paths.CONFUSION / "matrices.json"))
+    histories = {arm: read_history(read_input(paths.HISTORY / f"{arm}_seeds.csv")) for arm in paths.ARMS}
+    ablation = json.loads(read_input(paths.METRICS / "ablation.json"))
     plot_curves(plt, histories, metrics["baselines"])
     plot_confusion(plt, matrices)
     plot_comparison(plt, metrics)
     plot_size(plt, metrics)
-    plot_ablation(plt, json.loads((paths.METRICS / "ablation.json").read_text()), metrics)
+    plot_ablation(plt, ablation, metrics)
     print(
         f"plot: wrote curves.png, confusion.png, comparison.png, size_vs_accuracy.png, ablation.png to {paths.PLOTS}/"
     )

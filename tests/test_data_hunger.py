@@ -227,3 +227,12 @@ def test_ablation_stage_writes_every_variant_and_the_plot_stage_draws_it(tiny_pr
     evaluate_metrics = {"pretrained": {"test_acc": {"mean": 0.5}}}
     plot.plot_ablation(plt, summary, evaluate_metrics)
     assert (paths.PLOTS / "ablation.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_stage_without_its_inputs_names_the_missing_file_in_one_line(tiny_project, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        plot.main()
+    assert stopped.value.code == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == ["error in stage plot: metrics/evaluate.json is missing; run `dvc repro`, which makes the "
+                     "plot stage's inputs first"]  # fmt: skip
