@@ -23,6 +23,7 @@ data:
 		echo "could not install dataset-fashion-mnist; the download stage will try the internet"; fi
 
 repro: install data
+	@$(PY) -m pipeline.tools.estimate || true
 	PATH="$(BIN):$$PATH" dvc repro
 
 # Seed 000's experiment (needs internet; GPU recommended), recorded as the DVC experiment "paper".

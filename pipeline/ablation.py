@@ -44,7 +44,7 @@ def variant_settings(variant: str, params: Params) -> tuple[Recipe, bool, str]:
     if recipe_name == "paper":
         recipe = paper_recipe(cfg, cfg.scratch_lr)
     else:
-        seed_cfg = params.train_scratch
+        seed_cfg = params.scratch_recipe
         recipe = Recipe(
             lr=seed_cfg.lr, batch_size=cfg.batch_size, epochs=1, optimizer=seed_cfg.optimizer,
             weight_decay=seed_cfg.weight_decay, schedule=seed_cfg.schedule,
@@ -88,7 +88,9 @@ def run_ablation(params: Params) -> dict:
         runs = []
         for seed in params.seeds:
             started = time.perf_counter()
-            with stage_tracker(params, f"ablation-{variant}", seed=seed, arm="scratch", variant=variant) as tracker:
+            with stage_tracker(
+                params, f"ablation-{variant}", seed=seed, runtime=runtime, arm="scratch", variant=variant
+            ) as tracker:
                 run = run_variant(variant, params, train_set, test_set, runtime, seed)
                 tracker.log_metrics({**run, "final_test_acc": run["test_acc"]}, step=params.data_hunger.steps)
             runs.append(run)

@@ -18,7 +18,7 @@ from pipeline.errors import UserError, stage_main
 from pipeline.fetch import download
 from pipeline.files import load_tensors, save_tensors, write_json, write_text
 from pipeline.history import history_csv
-from pipeline.model import ViT, count_parameters, vit_config
+from pipeline.model import ViT, count_parameters, state_dict_mismatch, vit_config
 from pipeline.runtime import resolve_runtime, seed_everything
 from pipeline.tracking import stage_tracker
 
@@ -33,7 +33,7 @@ def pretrain(params: Params) -> tuple[dict, list[dict], dict]:
         lr=cfg.lr, batch_size=cfg.batch_size, epochs=cfg.epochs, optimizer="adamw", weight_decay=cfg.weight_decay,
         schedule="cosine", warmup_fraction=cfg.warmup_fraction, grad_clip=cfg.grad_clip,
     )  # fmt: skip
-    with stage_tracker(params, "backbone", seed=cfg.seed, source="pretrain") as tracker:
+    with stage_tracker(params, "backbone", seed=cfg.seed, runtime=runtime, source="pretrain") as tracker:
 
         def report(record: dict) -> None:
             tracker.log_metrics({k: v for k, v in record.items() if k != "epoch"}, step=record["epoch"])
@@ -45,7 +45,7 @@ def pretrain(params: Params) -> tuple[dict, list[dict], dict]:
         history = train(
             model, pool_train.images, pool_train.labels, recipe, runtime, generator,
             prepare=batch_preparer(pool_train, cfg.augment),
-            test_inputs=pool_test.images, test_labels=pool_test.labels, on_epoch=report,
+            test_inputs=pool_test.images, test_labels=pool_test.labels, on_epoch=report, description="backbone",
         )  # fmt: skip
     state = {k: v.cpu() for k, v in model.state_dict().items()}
     summary = {
@@ -66,11 +66,12 @@ def torchvision_weights(params: Params) -> tuple[dict, list[dict], dict]:
     head = state.get("heads.head.weight")
     model = ViT(vit_config(cfg.backbone_model, num_classes=head.shape[0] if head is not None else 1000))
     try:
-        model.load_state_dict(state, strict=True)
-    except RuntimeError as error:
+        model.load_state_dict(state, strict=True)  # torchvision's legacy MLP names load too (model.MLPBlock)
+    except RuntimeError:
         raise UserError(
             f"the weights at {cfg.weights_url} do not fit paper.backbone_model {cfg.backbone_model!r} "
-            f"({str(error).splitlines()[0]}...); set paper.backbone_model to the weights' architecture"
+            f"({state_dict_mismatch(model, state)}); check that paper.weights_url and paper.backbone_model "
+            "name the same architecture"
         ) from None
     summary = {"source": "torchvision", "url": cfg.weights_url, "params": count_parameters(model)}
     return model.state_dict(), [], summary

@@ -34,12 +34,12 @@ def _check(condition: bool, key: str, message: str) -> None:
 @dataclass(frozen=True)
 class RuntimeConfig:
     device: str = "auto"
-    precision: str = "bf16"
+    precision: str = "auto"
     threads: int = 2
 
     def validate(self, key: str) -> None:
         _check(self.device in ("auto", "cpu", "cuda", "mps"), f"{key}.device", "must be one of auto, cpu, cuda, mps")
-        _check(self.precision in ("bf16", "fp32"), f"{key}.precision", "must be one of bf16, fp32")
+        _check(self.precision in ("auto", "bf16", "fp32"), f"{key}.precision", "must be one of auto, bf16, fp32")
         _check(self.threads >= 1, f"{key}.threads", "must be at least 1")
 
 
@@ -109,31 +109,66 @@ class BackboneConfig:
 
 
 @dataclass(frozen=True)
-class TrainScratchConfig:
+class ScratchRecipe:
+    """One preset's from-scratch recipe (seed 000's: Adam, lr 3e-3, weight decay 0.3, batch 32)."""
+
     optimizer: str = "adam"
     lr: float = 0.003
     weight_decay: float = 0.3
     batch_size: int = 32
-    epochs: int = 10
+    epochs: int = 5
     warmup_fraction: float = 0.0
     schedule: str = "none"
     grad_clip: float = 0.0
     augment: bool = False
+    dropout: float = 0.1  # after the position embeddings and after each dense layer of the MLP (Table 3)
 
     def validate(self, key: str) -> None:
         _check_recipe(self, key)
         _check(self.optimizer in ("adam", "adamw"), f"{key}.optimizer", "must be one of adam, adamw")
         _check(self.schedule in ("none", "cosine"), f"{key}.schedule", "must be one of none, cosine")
+        _check(0 <= self.dropout < 1, f"{key}.dropout", f"must be in [0, 1), got {self.dropout}")
 
 
 @dataclass(frozen=True)
-class FinetuneHeadConfig:
+class TrainScratchConfig:
+    offline: ScratchRecipe = field(default_factory=ScratchRecipe)
+    paper: ScratchRecipe = field(default_factory=ScratchRecipe)
+
+    def validate(self, key: str) -> None:
+        self.offline.validate(f"{key}.offline")
+        self.paper.validate(f"{key}.paper")
+
+
+@dataclass(frozen=True)
+class HeadRecipe:
+    """One preset's linear-head recipe (seed 000's: Adam, lr 1e-3, batch 32, 10 epochs)."""
+
     lr: float = 0.001
     batch_size: int = 32
     epochs: int = 10
 
     def validate(self, key: str) -> None:
         _check_recipe(self, key)
+
+
+@dataclass(frozen=True)
+class FinetuneHeadConfig:
+    offline: HeadRecipe = field(default_factory=HeadRecipe)
+    paper: HeadRecipe = field(default_factory=HeadRecipe)
+
+    def validate(self, key: str) -> None:
+        self.offline.validate(f"{key}.offline")
+        self.paper.validate(f"{key}.paper")
+
+
+@dataclass(frozen=True)
+class ImagesConfig:
+    # PIL's own decompression-bomb limit (Image.MAX_IMAGE_PIXELS): a larger image is refused before decoding.
+    max_pixels: int = 89_478_485
+
+    def validate(self, key: str) -> None:
+        _check(self.max_pixels >= 1, f"{key}.max_pixels", f"must be at least 1, got {self.max_pixels}")
 
 
 @dataclass(frozen=True)
@@ -224,6 +259,7 @@ class Params:
     train_scratch: TrainScratchConfig = field(default_factory=TrainScratchConfig)
     finetune_head: FinetuneHeadConfig = field(default_factory=FinetuneHeadConfig)
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
+    images: ImagesConfig = field(default_factory=ImagesConfig)
     data_hunger: DataHungerConfig = field(default_factory=DataHungerConfig)
     ablation: AblationConfig = field(default_factory=AblationConfig)
 
@@ -244,6 +280,16 @@ class Params:
     @property
     def backbone_model_name(self) -> str:
         return self.offline.model if self.preset == "offline" else self.paper.backbone_model
+
+    @property
+    def scratch_recipe(self) -> ScratchRecipe:
+        """The preset's from-scratch recipe: train_scratch.offline or train_scratch.paper."""
+        return getattr(self.train_scratch, self.preset)
+
+    @property
+    def head_recipe(self) -> HeadRecipe:
+        """The preset's linear-head recipe: finetune_head.offline or finetune_head.paper."""
+        return getattr(self.finetune_head, self.preset)
 
 
 def _check_model(name: str, key: str) -> None:

@@ -150,7 +150,11 @@ def list_image_folder(root: Path) -> tuple[list[str], dict[str, list[tuple[Path,
     return classes, files
 
 
-def decode_image(path: Path, size: int, mode: str, channels: int) -> torch.Tensor:
+class ImageTooLargeError(UserError):
+    """An image's header claims more pixels than ``images.max_pixels``."""
+
+
+def decode_image(path: Path, size: int, mode: str, channels: int, max_pixels: int) -> torch.Tensor:
     """Decodes one image file to uint8 (C, size, size).
 
     Args:
@@ -159,22 +163,35 @@ def decode_image(path: Path, size: int, mode: str, channels: int) -> torch.Tenso
         mode: "resize" squashes to size x size (seed 000's from-scratch transform); "crop" resizes the
             short side to size * 256/224 and takes the centre size x size (torchvision's weights' transform).
         channels: 3 for RGB, 1 for greyscale.
+        max_pixels: images with more pixels are refused from their header, before decoding
+            (``images.max_pixels``; a few hundred bytes of PNG can claim gigabytes of pixels).
 
     Raises:
-        UserError: the file is not an image or is truncated.
+        UserError: the file is not an image, is truncated, or is over the pixel cap.
     """
     from PIL import Image, UnidentifiedImageError
     from torchvision.transforms import InterpolationMode
     from torchvision.transforms import functional as TF
 
+    limit = Image.MAX_IMAGE_PIXELS
     try:
-        with Image.open(path) as image:
+        Image.MAX_IMAGE_PIXELS = None  # our own cap below replaces PIL's, so the message is ours
+        with Image.open(path) as image:  # reads the header only
+            width, height = image.size
+            if width * height > max_pixels:
+                raise ImageTooLargeError(
+                    f"{path} is {width}x{height} = {width * height:,} pixels, over the cap of {max_pixels:,} "
+                    "(images.max_pixels in params.yaml); remove the file or shrink it, or raise the cap if you "
+                    "trust it"
+                )
             image = image.convert("RGB" if channels == 3 else "L")
             image.load()
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
         raise UserError(
             f"{path} is not a readable image ({error}); remove or replace it and rerun the prepare stage"
         ) from None
+    finally:
+        Image.MAX_IMAGE_PIXELS = limit
     if mode == "resize":
         image = TF.resize(image, [size, size], interpolation=InterpolationMode.BILINEAR)
     else:

@@ -49,6 +49,13 @@ class Evaluation:
         return self.logits.argmax(dim=1)
 
 
+def progress_bar(total: int, description: str, unit: str = "step"):
+    """A tqdm bar (steps, rate, time left) on a terminal; nothing in CI or a log (``disable=None``)."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=description, unit=unit, disable=None, leave=False, dynamic_ncols=True)
+
+
 def identity_batch(inputs: torch.Tensor, train: bool, generator: torch.Generator) -> torch.Tensor:
     return inputs
 
@@ -83,10 +90,12 @@ def evaluate(
     was_training = model.training
     model.eval()
     chunks = []
-    for start in range(0, len(inputs), batch_size):
-        batch = prepare(inputs[start : start + batch_size], False, None).to(runtime.device)
-        with runtime.autocast():
-            chunks.append(model(batch).float().cpu())
+    with progress_bar(len(inputs), "evaluate", unit="img") as bar:
+        for start in range(0, len(inputs), batch_size):
+            batch = runtime.to_device(prepare(inputs[start : start + batch_size], False, None))
+            with runtime.autocast():
+                chunks.append(model(batch).float().cpu())
+            bar.update(len(batch))
     model.train(was_training)
     logits = torch.cat(chunks)
     loss = F.cross_entropy(logits, labels, reduction="sum").item() / len(labels)
@@ -106,6 +115,7 @@ def train(
     test_labels: torch.Tensor | None = None,
     eval_batch_size: int = 256,
     on_epoch: EpochCallback | None = None,
+    description: str = "train",
 ) -> list[dict]:
     """Trains ``model`` in place with cross-entropy; returns one record per epoch.
 
@@ -121,14 +131,15 @@ def train(
     total_steps = steps_per_epoch * recipe.epochs
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, total_steps, recipe))
     history = []
+    bar = progress_bar(total_steps, description)
     for epoch in range(1, recipe.epochs + 1):
         model.train()
         order = torch.randperm(len(train_labels), generator=generator)
         loss_sum, correct = 0.0, 0
         for step, start in enumerate(range(0, len(order), recipe.batch_size), start=1):
             index = order[start : start + recipe.batch_size]
-            inputs = prepare(train_inputs[index], True, generator).to(runtime.device)
-            labels = train_labels[index].to(runtime.device)
+            inputs = runtime.to_device(prepare(train_inputs[index], True, generator))
+            labels = runtime.to_device(train_labels[index])
             with runtime.autocast():
                 logits = model(inputs)
             loss = F.cross_entropy(logits.float(), labels)
@@ -146,6 +157,7 @@ def train(
             scheduler.step()
             loss_sum += loss.item() * len(labels)
             correct += (logits.argmax(dim=1) == labels).sum().item()
+            bar.update(1)
         record = {"epoch": epoch, "train_loss": loss_sum / len(order), "train_acc": correct / len(order)}
         if test_inputs is not None:
             result = evaluate(model, test_inputs, test_labels, runtime, eval_batch_size, prepare)
@@ -153,6 +165,7 @@ def train(
         history.append(record)
         if on_epoch is not None:
             on_epoch(record)
+    bar.close()
     return history
 
 
@@ -163,8 +176,10 @@ def extract_features(
     """The frozen backbone's pooled features (N, D) in float32, computed once."""
     backbone.eval()
     chunks = []
-    for start in range(0, len(inputs), batch_size):
-        batch = prepare(inputs[start : start + batch_size], False, None).to(runtime.device)
-        with runtime.autocast():
-            chunks.append(backbone.forward_features(batch).float().cpu())
+    with progress_bar(len(inputs), "features", unit="img") as bar:
+        for start in range(0, len(inputs), batch_size):
+            batch = runtime.to_device(prepare(inputs[start : start + batch_size], False, None))
+            with runtime.autocast():
+                chunks.append(backbone.forward_features(batch).float().cpu())
+            bar.update(len(batch))
     return torch.cat(chunks)

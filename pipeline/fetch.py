@@ -97,7 +97,7 @@ def download(
         retries: Attempts in all before giving up on transient errors (network errors, timeouts, HTTP 5xx,
             truncated transfers), waiting ``backoff_s``, ``2 * backoff_s``, ... between them. 4xx fails at once.
         backoff_s: The first wait between attempts, in seconds.
-        progress: Whether to show a progress bar on stderr.
+        progress: Whether to show a progress bar on stderr (only when it is a terminal).
         timeout_s: Socket timeout for connecting and for each read, so a dead server cannot hang the run.
 
     Returns:
@@ -200,7 +200,9 @@ def _transfer_once(url: str, path: Path, *, progress: bool, timeout_s: float) ->
         length = response.headers.get("Content-Length")
         expected = int(length) if length and length.isdigit() else None
         written = 0
-        with tqdm(total=expected, disable=not progress, unit="B", unit_scale=True, unit_divisor=1024) as bar:
+        # disable=None: a bar on a terminal only, so logs and CI keep one line per event
+        disable = None if progress else True
+        with tqdm(total=expected, disable=disable, unit="B", unit_scale=True, unit_divisor=1024) as bar:
             while chunk := response.read(_CHUNK):
                 f.write(chunk)
                 written += len(chunk)

@@ -53,7 +53,7 @@ def main() -> None:
     batch = params.evaluate.batch_size
     train_features = extract_features(backbone, train_set.images, runtime, batch, batch_preparer(train_set, False))
     test_features = extract_features(backbone, test_set.images, runtime, batch, batch_preparer(test_set, False))
-    cfg = params.finetune_head
+    cfg = params.head_recipe
     recipe = Recipe(lr=cfg.lr, batch_size=cfg.batch_size, epochs=cfg.epochs, optimizer="adam")
     backbone_hash = file_sha256(paths.BACKBONE)
     histories = {}
@@ -62,7 +62,7 @@ def main() -> None:
             generator = seed_everything(seed)
             head = nn.Linear(backbone.config.hidden_dim, len(train_set.classes)).to(runtime.device)
             with stage_tracker(
-                params, "finetune_head", seed=seed, arm="pretrained", backbone_sha256=backbone_hash
+                params, "finetune_head", seed=seed, runtime=runtime, arm="pretrained", backbone_sha256=backbone_hash
             ) as tracker:
 
                 def report(record: dict, seed: int = seed, tracker=tracker) -> None:

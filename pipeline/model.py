@@ -44,8 +44,11 @@ class ViTConfig:
     mlp_dim: int = 3072  # MLP size, Table 1
     num_classes: int = 1000
     in_channels: int = 3
-    dropout: float = 0.0  # Appendix B.1: after the position embeddings and inside the MLP
+    dropout: float = 0.0  # Appendix B.1: after the position embeddings and after every dense layer
     attention_dropout: float = 0.0
+    # torchvision also drops out the attention block's output (its out_proj is a dense layer);
+    # seed 000's code does not, so its replication turns this off.
+    dropout_after_attention: bool = True
     pool: str = "cls"  # "cls": token 0 as in eq. 4; "mean": mean of patch tokens (seeds 002/003)
 
     def __post_init__(self) -> None:
@@ -177,6 +180,16 @@ class MLPBlock(nn.Sequential):
                 nn.init.xavier_uniform_(module.weight)
                 nn.init.normal_(module.bias, std=1e-6)
 
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # torchvision's published ViT checkpoints predate its rename of the MLP's layers: they hold
+        # mlp.linear_1.* / mlp.linear_2.*, which torchvision itself still maps to mlp.0.* / mlp.3.*.
+        for legacy, current in (("linear_1", "0"), ("linear_2", "3")):
+            for kind in ("weight", "bias"):
+                old_key = f"{prefix}{legacy}.{kind}"
+                if old_key in state_dict:
+                    state_dict[f"{prefix}{current}.{kind}"] = state_dict.pop(old_key)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
 
 class EncoderBlock(nn.Module):
     """One pre-norm Transformer encoder block: equations 2 and 3 with their residuals."""
@@ -185,7 +198,7 @@ class EncoderBlock(nn.Module):
         super().__init__()
         self.ln_1 = nn.LayerNorm(config.hidden_dim, eps=1e-6)
         self.self_attention = SelfAttention(config.hidden_dim, config.num_heads, config.attention_dropout)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = nn.Dropout(config.dropout if config.dropout_after_attention else 0.0)
         self.ln_2 = nn.LayerNorm(config.hidden_dim, eps=1e-6)
         self.mlp = MLPBlock(config.hidden_dim, config.mlp_dim, config.dropout)
 
@@ -316,6 +329,30 @@ class ViT(nn.Module):
         grid_pos = grid_pos.permute(0, 2, 3, 1).reshape(1, new_grid * new_grid, -1)
         self.encoder.pos_embedding = nn.Parameter(torch.cat([cls_pos, grid_pos], dim=1))
         self.config = new_config
+
+
+def state_dict_mismatch(model: nn.Module, state: dict[str, torch.Tensor], shown: int = 3) -> str:
+    """The first keys by which ``state`` fails to fit ``model`` (missing, unexpected, wrong shape), in one line.
+
+    torchvision's legacy MLP names (``mlp.linear_1``/``mlp.linear_2``) are not counted: they load."""
+    legacy = {".mlp.linear_1.": ".mlp.0.", ".mlp.linear_2.": ".mlp.3."}
+
+    def current(key: str) -> str:
+        for old, new in legacy.items():
+            key = key.replace(old, new)
+        return key
+
+    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    given = {current(k): tuple(v.shape) for k, v in state.items() if isinstance(v, torch.Tensor)}
+    parts = []
+    missing = [k for k in expected if k not in given]
+    unexpected = [k for k in given if k not in expected]
+    wrong = [f"{k} {given[k]} vs {expected[k]}" for k in expected if k in given and given[k] != expected[k]]
+    for label, keys in (("missing", missing), ("unexpected", unexpected), ("wrong shape", wrong)):
+        if keys:
+            more = f" and {len(keys) - shown} more" if len(keys) > shown else ""
+            parts.append(f"{len(keys)} {label}: {', '.join(keys[:shown])}{more}")
+    return "; ".join(parts) or "no key differs"
 
 
 def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:

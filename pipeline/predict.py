@@ -19,7 +19,7 @@ import torch
 from pipeline import paths
 from pipeline.analysis import load_pretrained, load_scratch
 from pipeline.config import Params, load_params
-from pipeline.data import ImageSet, decode_image, load_split
+from pipeline.data import ImageSet, ImageTooLargeError, decode_image, load_split
 from pipeline.errors import UserError, stage_main
 from pipeline.model import ViT
 from pipeline.runtime import Runtime, resolve_runtime
@@ -69,12 +69,14 @@ def load_model(params: Params, arm: str, seed: int, num_classes: int, runtime: R
     return load_pretrained(params, num_classes, seed, runtime)
 
 
-def load_image(path: Path, size: int, mode: str, channels: int, invert: bool) -> torch.Tensor:
+def load_image(path: Path, size: int, mode: str, channels: int, invert: bool, max_pixels: int) -> torch.Tensor:
     """One image file -> uint8 (C, size, size) in the arm's transform, inverted if asked."""
     if not path.is_file():
         raise UserError(f"{path} does not exist or is not a file")
     try:
-        image = decode_image(path, size, mode, channels)
+        image = decode_image(path, size, mode, channels, max_pixels)
+    except ImageTooLargeError:
+        raise
     except UserError:
         raise UserError(f"{path} is not a readable image; give a JPEG, PNG or other image file") from None
     return 255 - image if invert else image
@@ -105,7 +107,10 @@ def main() -> None:
     model = load_model(params, arm, seed, len(image_set.classes), runtime)
     config = model.config
     mode = transform_mode(params, arm)
-    images = torch.stack([load_image(p, config.image_size, mode, config.in_channels, args.invert) for p in args.images])
+    max_pixels = params.images.max_pixels
+    images = torch.stack(
+        [load_image(p, config.image_size, mode, config.in_channels, args.invert, max_pixels) for p in args.images]
+    )
     for path, probabilities in zip(args.images, predict(model, image_set, images, runtime), strict=True):
         print(format_line(path, probabilities, image_set.classes))
 

@@ -109,6 +109,7 @@ def prepare_offline(params: Params, out: Path) -> dict:
 def prepare_paper(params: Params, out: Path) -> dict:
     root = paths.RAW / "images"
     classes, files = list_image_folder(root)
+    max_pixels = params.images.max_pixels
     views = {
         "scratch": (vit_config(params.paper.model), "resize", (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)),
         "pretrained": (vit_config(params.paper.backbone_model), "crop", IMAGENET_MEAN, IMAGENET_STD),
@@ -116,7 +117,9 @@ def prepare_paper(params: Params, out: Path) -> dict:
     manifest, counts = [], {}
     for view, (config, mode, mean, std) in views.items():
         for split, pairs in files.items():
-            images = torch.stack([decode_image(path, config.image_size, mode, config.in_channels) for path, _ in pairs])
+            images = torch.stack(
+                [decode_image(path, config.image_size, mode, config.in_channels, max_pixels) for path, _ in pairs]
+            )
             labels = torch.tensor([label for _, label in pairs], dtype=torch.int64)
             channels = config.in_channels
             ImageSet(images, labels, classes, tuple(mean[:channels]), tuple(std[:channels])).save(

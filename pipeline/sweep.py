@@ -164,7 +164,14 @@ def run_seed(arm: str, params: Params, data: dict, runtime: Runtime, seed: int) 
         model = model.to(runtime.device)
         prepare, test_prepare = data["prepare"], data["test_prepare"]
     history = train(
-        model, stream, labels[stream], recipe, runtime, generator, prepare=gather(data["train_inputs"], prepare)
+        model,
+        stream,
+        labels[stream],
+        recipe,
+        runtime,
+        generator,
+        prepare=gather(data["train_inputs"], prepare),
+        description=f"{arm} seed {seed}",
     )
     result = evaluate(
         model, data["test_inputs"], data["test_labels"], runtime, params.evaluate.batch_size, test_prepare
@@ -211,7 +218,7 @@ def run_point(params: Params, arm: str, point: int) -> dict:
     for seed in params.seeds:
         started = time.perf_counter()
         with stage_tracker(
-            params, f"sweep-{arm}-{n}", seed=seed, arm=arm, n_train_per_class=str(n), point=str(point)
+            params, f"sweep-{arm}-{n}", seed=seed, runtime=runtime, arm=arm, n_train_per_class=str(n), point=str(point)
         ) as tracker:
             last, accuracy, loss, trained_parameters = run_seed(arm, params, data, runtime, seed)
             tracker.log_metrics(

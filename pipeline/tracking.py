@@ -193,15 +193,16 @@ class Tracker:
             self._fail("finish", error)
 
 
-def stage_tracker(params, stage: str, seed: int | None = None, **tags: str) -> Tracker:
+def stage_tracker(params, stage: str, seed: int | None = None, runtime=None, **tags: str) -> Tracker:
     """A :class:`Tracker` for one stage (and seed) of the preset's MLflow experiment, with the
-    flattened params and the data hash (the prepared manifest's sha256) as tags."""
+    flattened params, the data hash (the prepared manifest's sha256) and the runtime
+    (device, precision actually used, CPU kind) as tags."""
     from pipeline import paths
     from pipeline.config import flatten
     from pipeline.files import file_sha256
 
     manifest = paths.PREPARED / "manifest.csv"
-    all_tags = {"stage": stage, "preset": params.preset, **tags}
+    all_tags = {"stage": stage, "preset": params.preset, **(runtime.tags() if runtime is not None else {}), **tags}
     if manifest.is_file():
         all_tags["data_sha256"] = file_sha256(manifest)
     if seed is not None:

@@ -28,12 +28,15 @@ def copy_project(target: Path) -> None:
         shutil.copy(REPO / name, target / name)
 
 
+def merged(base: dict, changes: dict) -> dict:
+    """``base`` with ``changes`` merged in, nested mappings key by key."""
+    out = dict(base)
+    for key, value in changes.items():
+        out[key] = merged(out.get(key) or {}, value) if isinstance(value, dict) else value
+    return out
+
+
 def set_params(repo: Path, **sections) -> None:
-    """Updates params.yaml's sections (a dict merges into a section, anything else replaces it)."""
+    """Updates params.yaml's sections (a dict merges into a section, key by key; anything else replaces it)."""
     params = yaml.safe_load((repo / "params.yaml").read_text())
-    for section, values in sections.items():
-        if isinstance(values, dict):
-            params[section] = {**params[section], **values}
-        else:
-            params[section] = values
-    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    (repo / "params.yaml").write_text(yaml.safe_dump(merged(params, sections), sort_keys=False))

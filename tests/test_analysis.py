@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from conftest import png_claiming
 from PIL import Image
 from torch import nn
 
@@ -204,7 +205,9 @@ def test_predict_on_a_saved_test_image_matches_the_model_on_the_stored_tensor(pr
     test_set = ImageSet.load(paths.prepared_split("scratch", "test"))
     Image.fromarray(test_set.images[3].permute(1, 2, 0).numpy()).save(project / "test3.png")
     model = predict.load_model(params, "scratch", 1, 3, CPU)
-    image = predict.load_image(project / "test3.png", 32, "resize", 3, invert=False)
+    image = predict.load_image(
+        project / "test3.png", 32, "resize", 3, invert=False, max_pixels=params.images.max_pixels
+    )
     assert torch.equal(image, test_set.images[3])
     probabilities = predict.predict(model, test_set, image[None], CPU)
     expected = torch.softmax(model(test_set.normalise(test_set.images[3:4])), dim=-1)
@@ -218,6 +221,15 @@ def test_predict_rejects_a_text_file_named_jpg_in_one_line(project, monkeypatch,
     assert status == 1 and out == ""
     assert len(err.strip().splitlines()) == 1
     assert "x.jpg is not a readable image" in err and "Traceback" not in err
+
+
+def test_predict_refuses_an_image_over_the_pixel_cap_from_its_header_in_one_line(project, monkeypatch, capsys):
+    (project / "bomb.png").write_bytes(png_claiming(15000, 15000))  # 225 megapixels in a few hundred bytes
+    status, out, err = run_cli(predict, monkeypatch, capsys, "bomb.png")
+    assert status == 1 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "bomb.png is 15000x15000 = 225,000,000 pixels, over the cap of 89,478,485" in err
+    assert "images.max_pixels" in err
 
 
 def test_predict_with_a_missing_model_says_run_dvc_repro_in_one_line(project, monkeypatch, capsys):
@@ -255,7 +267,7 @@ def test_compare_tables_every_run_and_the_seed_mean_and_std(project, monkeypatch
     assert list(table["run"]) == ["train_scratch-seed0", "train_scratch-seed1"]
     assert list(table["test_acc"]) == [0.5, 0.7]
     assert set(table["dvc_experiment"]) == {"lr-sweep"} and set(table["arm"]) == {"scratch"}
-    assert list(table["lr"]) == [params.train_scratch.lr] * 2
+    assert list(table["lr"]) == [params.train_scratch.offline.lr] * 2
     assert (table["wall_time_s"] >= 0).all()
     report = (project / "reports" / "compare.md").read_text()
     assert "0.6000 ± 0.1414" in report and "| train_scratch | scratch |" in report

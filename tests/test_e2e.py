@@ -114,8 +114,8 @@ def paper_repo(tmp_path_factory, server):
             "weights_url": f"{base}/tiny_vit.pth",
             "weights_sha256": hashlib.sha256(weights.getvalue()).hexdigest()[:16],
         },
-        train_scratch={"epochs": 2, "batch_size": 8},
-        finetune_head={"epochs": 2, "batch_size": 8},
+        train_scratch={"paper": {"epochs": 2, "batch_size": 8}},
+        finetune_head={"paper": {"epochs": 2, "batch_size": 8}},
         # 6 training images per class: 1, 2, 3, 4, 5 and 6 per class
         data_hunger={"paper_fractions": [0.17, 0.34, 0.5, 0.67, 0.84, 1.0], "steps": 2, "batch_size": 4},
     )
@@ -195,7 +195,7 @@ def test_mlflow_records_every_training_run_with_tags(paper_repo):
     assert run.data.tags["stage"] == "finetune_head" and run.data.tags["seed"] == "1"
     assert len(run.data.tags["git_commit"]) == 40 and "backbone_sha256" in run.data.tags
     assert "data_sha256" in run.data.tags
-    assert run.data.params["finetune_head.epochs"] == "2"
+    assert run.data.params["finetune_head.paper.epochs"] == "2"
     history = client.get_metric_history(run.info.run_id, "test_acc")
     assert [m.step for m in history] == [1, 2]
     sweep = by_name["sweep-finetune-6-seed1"]
@@ -215,7 +215,7 @@ def test_second_repro_is_a_no_op(paper_repo):
 
 def test_changing_one_param_reruns_only_dependent_stages(paper_repo):
     repo, env, _ = paper_repo
-    set_params(repo, finetune_head={"lr": 0.002})
+    set_params(repo, finetune_head={"paper": {"lr": 0.002}})
     output = run(["dvc", "repro"], repo, env)
     ran = {stage for stage in STAGES + SWEEP_STAGES if f"Running stage '{stage}'" in output}
     assert ran == {"finetune_head", "evaluate", "plot", "analysis"}
@@ -253,8 +253,8 @@ def test_offline_preset_runs_on_a_small_idx_fixture(tmp_path):
         seeds=[0],
         offline={"classes": ["Trouser", "Sandal", "Bag"], "train_per_class": 4},
         backbone={"epochs": 1, "batch_size": 16},
-        train_scratch={"epochs": 1, "batch_size": 8},
-        finetune_head={"epochs": 1, "batch_size": 8},
+        train_scratch={"offline": {"epochs": 1, "batch_size": 8}},
+        finetune_head={"offline": {"epochs": 1, "batch_size": 8}},
         data_hunger={"offline_sizes": [1, 2, 3, 4, 6, 8], "steps": 2, "batch_size": 4},
     )
     rng = np.random.default_rng(0)

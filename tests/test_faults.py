@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import png_claiming
 from loopback import ScriptedServer, running_server
 from project_copy import clean_env, copy_project, set_params
 
@@ -235,8 +236,8 @@ def project(tmp_path_factory, server) -> Project:
             "weights_url": server.url("/good/tiny_vit.pth"),
             "weights_sha256": sha(weights.getvalue()),
         },
-        train_scratch={"epochs": 2, "batch_size": 4},
-        finetune_head={"epochs": 2, "batch_size": 4},
+        train_scratch={"offline": {"epochs": 2, "batch_size": 4}},
+        finetune_head={"offline": {"epochs": 2, "batch_size": 4}},
     )
     (root / "inject.py").write_text(INJECT)
     env = clean_env()
@@ -468,6 +469,29 @@ def test_truncated_jpeg_stops_prepare_naming_the_file(bare, tmp_path):
     assert not (prepared / "manifest.csv").exists() and not (prepared / "info.json").exists()
 
 
+def test_an_image_over_the_pixel_cap_stops_prepare_from_its_header_naming_file_size_and_cap(bare, tmp_path):
+    folder = good_folder(tmp_path / "mine")
+    (folder / "train/alpha/bomb.png").write_bytes(png_claiming(15000, 15000))  # 225 megapixels, a few hundred bytes
+    set_params(bare.repo, paper={"folder": str(folder)})
+    bare.ok("download")
+    line = assert_fails(
+        bare.stage("prepare"), "prepare", "data/raw/images/train/alpha/bomb.png", "15000x15000 = 225,000,000 pixels",
+        "over the cap of 89,478,485", "images.max_pixels",
+    )  # fmt: skip
+    assert "DecompressionBomb" not in line
+    prepared = bare.repo / "data/prepared"
+    assert not (prepared / "manifest.csv").exists() and not (prepared / "info.json").exists()
+
+
+def test_the_pixel_cap_is_a_param(tmp_path):
+    from pipeline.data import ImageTooLargeError, decode_image
+
+    path = tmp_path / "small.png"
+    path.write_bytes(png_claiming(40, 30))
+    with pytest.raises(ImageTooLargeError, match=r"40x30 = 1,200 pixels, over the cap of 1,000"):
+        decode_image(path, 32, "resize", 1, max_pixels=1000)
+
+
 @pytest.mark.parametrize("data", [b"not an image\n", b"", None], ids=["text", "empty", "truncated-jpeg"])
 def test_non_image_in_a_class_folder_is_a_user_error_naming_the_file(tmp_path, data):
     from pipeline.data import decode_image
@@ -476,7 +500,7 @@ def test_non_image_in_a_class_folder_is_a_user_error_naming_the_file(tmp_path, d
     path.parent.mkdir(parents=True)
     path.write_bytes(truncated_jpeg() if data is None else data)
     with pytest.raises(UserError, match=re.escape(str(path)) + r" is not a readable image"):
-        decode_image(path, 32, "resize", 3)
+        decode_image(path, 32, "resize", 3, max_pixels=10**6)
 
 
 # --- 7. params.yaml --------------------------------------------------------------------------------
@@ -484,12 +508,18 @@ def test_non_image_in_a_class_folder_is_a_user_error_naming_the_file(tmp_path, d
 
 PARAM_FAULTS = {
     "unknown-key": (
-        {"train_scratch": {"lrr": 0.1}},
-        ["unknown key(s) ['train_scratch.lrr']", "allowed keys are", "'lr'"],
+        {"train_scratch": {"offline": {"lrr": 0.1}}},
+        ["unknown key(s) ['train_scratch.offline.lrr']", "allowed keys are", "'lr'"],
     ),
-    "mistyped": ({"train_scratch": {"batch_size": "eight"}}, ["train_scratch.batch_size", "integer", "'eight'"]),
-    "negative-lr": ({"train_scratch": {"lr": -0.1}}, ["train_scratch.lr", "must be positive", "-0.1"]),
-    "batch-0": ({"finetune_head": {"batch_size": 0}}, ["finetune_head.batch_size", "at least 1"]),
+    "mistyped": (
+        {"train_scratch": {"offline": {"batch_size": "eight"}}},
+        ["train_scratch.offline.batch_size", "integer", "'eight'"],
+    ),
+    "negative-lr": (
+        {"train_scratch": {"offline": {"lr": -0.1}}},
+        ["train_scratch.offline.lr", "must be positive", "-0.1"],
+    ),
+    "batch-0": ({"finetune_head": {"offline": {"batch_size": 0}}}, ["finetune_head.offline.batch_size", "at least 1"]),
     "unknown-model": ({"paper": {"model": "B/15"}}, ["paper.model", "'B/15'", "'B/16'", "'tiny'"]),
     "unknown-preset": ({"preset": "online"}, ["preset", "offline, paper", "'online'"]),
     "bad-scheme": ({"paper": {"url": "ftp://example.invalid/a.zip"}}, ["paper.url", "https, http or file"]),
@@ -547,7 +577,7 @@ def test_image_size_not_divisible_by_patch_size_is_a_clear_value_error():
 
 
 def test_non_finite_loss_stops_training_with_epoch_step_and_cause(project, unchanged):
-    with project.params(train_scratch={"lr": 1e30}):
+    with project.params(train_scratch={"offline": {"lr": 1e30}}):
         result = project.stage("train_scratch")
     line = assert_fails(result, "train_scratch", "the training loss became", "at epoch 1, step", "learning rate")
     assert re.search(r"became (nan|inf)", line) and "Lower the lr" in line
@@ -591,7 +621,7 @@ def test_training_killed_mid_run_then_rerun_matches_an_uninterrupted_run(project
     repo = project.repo
     before = {p: digest_tree(repo / p) for p in TRAINING_OUTPUTS}
     baseline_state = torch.load(repo / "models/scratch/seed_0.pt", weights_only=True)
-    with project.params(train_scratch={"epochs": 4}):  # long enough to be killed after its first epoch
+    with project.params(train_scratch={"offline": {"epochs": 4}}):  # long enough to be killed after its first epoch
         process = subprocess.Popen(
             [sys.executable, "-m", "pipeline.train_scratch"],
             cwd=repo, env=project.env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
@@ -822,7 +852,7 @@ def test_two_queued_experiments_in_parallel_are_both_recorded_in_mlflow(tmp_path
     repo = tmp_path / "queued"
     copy_project(repo)
     shutil.copy(project.repo / "params.yaml", repo / "params.yaml")
-    set_params(repo, train_scratch={"epochs": 1})
+    set_params(repo, train_scratch={"offline": {"epochs": 1}})
     env = {k: v for k, v in project.env.items() if k != "MLFLOW_TRACKING_URI"}  # the default store: DVC_ROOT's
     for command in (
         ["git", "init", "-q"], ["dvc", "init", "-q"], ["dvc", "config", "core.analytics", "false"],
@@ -830,7 +860,7 @@ def test_two_queued_experiments_in_parallel_are_both_recorded_in_mlflow(tmp_path
     ):  # fmt: skip
         git_dvc(repo, env, *command)
     for lr in ("0.001", "0.002"):
-        git_dvc(repo, env, "dvc", "exp", "run", "--queue", "-n", f"lr-{lr}", "-S", f"train_scratch.lr={lr}",
+        git_dvc(repo, env, "dvc", "exp", "run", "--queue", "-n", f"lr-{lr}", "-S", f"train_scratch.offline.lr={lr}",
                 "train_scratch")  # fmt: skip
     git_dvc(repo, env, "dvc", "queue", "start", "-j", "2")
     deadline = time.monotonic() + 600
@@ -847,7 +877,7 @@ def test_two_queued_experiments_in_parallel_are_both_recorded_in_mlflow(tmp_path
     client = mlflow.MlflowClient(f"sqlite:///{repo / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("vit-paper")
     runs = client.search_runs([experiment.experiment_id])
-    assert sorted(r.data.params["train_scratch.lr"] for r in runs) == ["0.001", "0.002"]
+    assert sorted(r.data.params["train_scratch.offline.lr"] for r in runs) == ["0.001", "0.002"]
     assert {r.info.status for r in runs} == {"FINISHED"}
     assert {r.data.tags.get("dvc_experiment") for r in runs} == {"lr-0.001", "lr-0.002"}
     assert all(len(client.get_metric_history(r.info.run_id, "test_acc")) == 1 for r in runs)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import assert_close_fp32
 from torch import nn
 
 from pipeline.model import (
@@ -101,7 +102,7 @@ def test_logits_match_torchvision_after_loading_weights(name, direction):
         f"logit scale {reference_logits.abs().max().item():.3f}"
     )
     assert reference_logits.abs().max() > 0.1  # a zero head would make the comparison vacuous
-    torch.testing.assert_close(ours_logits, reference_logits, rtol=0, atol=1e-5)
+    assert_close_fp32(ours_logits, reference_logits, terms=ours.config.mlp_dim)
 
 
 # --- pieces of the model against the paper ---------------------------------------------------
@@ -157,7 +158,7 @@ def test_encoder_block_equals_transformer_encoder_layer(name):
     with torch.inference_mode():
         ours, _ = block(z)
         reference = layer(z)
-    torch.testing.assert_close(ours, reference, rtol=0, atol=1e-5)
+    assert_close_fp32(ours, reference, terms=config.mlp_dim)
 
 
 @pytest.mark.parametrize("name", ["tiny", "B/16"])
@@ -179,7 +180,7 @@ def test_patch_embedding_is_flattened_patches_times_e(name):
     by_hand = patches @ E + model.conv_proj.bias
     with torch.no_grad():
         embedded = model.embed(x)
-    torch.testing.assert_close(embedded[:, 1:], by_hand, rtol=0, atol=1e-5)
+    assert_close_fp32(embedded[:, 1:], by_hand, terms=patches.shape[-1])
     torch.testing.assert_close(embedded[:, 0], model.class_token[:, 0].expand(batch, -1).detach())
 
 
@@ -324,7 +325,7 @@ def test_explicit_attention_equals_scaled_dot_product_attention():
         explicit, maps = model.encoder(tokens, need_weights=True)
         fused, _ = model.encoder(tokens)
     assert len(maps) == model.config.num_layers
-    torch.testing.assert_close(explicit, fused, rtol=0, atol=1e-5)
+    assert_close_fp32(explicit, fused, terms=model.config.mlp_dim)
 
 
 def test_forward_features_then_head_equals_forward():

@@ -25,6 +25,7 @@ import yaml
 from torch import nn
 
 from pipeline import files
+from pipeline import runtime as runtime_module
 from pipeline.config import ConfigError, Params, RuntimeConfig, flatten, load_params, parse_params
 from pipeline.data import (
     ImageSet,
@@ -96,13 +97,16 @@ def test_committed_params_yaml_parses_to_exactly_its_values():
     params = load_params(ROOT / "params.yaml")
     flat = flatten(params)
     # every value written in the file must arrive unchanged (not silently replaced by a default)
-    for section, value in raw_params().items():
+
+    def leaves(prefix: str, value, parsed) -> None:
         if isinstance(value, dict):
             for key, item in value.items():
-                expected = float(item) if isinstance(getattr(getattr(params, section), key), float) else item
-                assert flat[f"{section}.{key}"] == str(expected), f"{section}.{key}"
+                leaves(f"{prefix}.{key}" if prefix else key, item, getattr(parsed, key))
         else:
-            assert flat[section] == str(value)
+            expected = float(value) if isinstance(parsed, float) else value
+            assert flat[prefix] == str(expected), prefix
+
+    leaves("", raw_params(), params)
 
 
 def test_empty_params_file_gives_the_defaults(tmp_path):
@@ -113,24 +117,26 @@ def test_empty_params_file_gives_the_defaults(tmp_path):
 
 @pytest.mark.parametrize(
     ("dotted", "shown"),
-    [("colour", "colour"), ("train_scratch.lrr", "train_scratch.lrr"), ("runtime.gpu", "runtime.gpu")],
+    [("colour", "colour"), ("train_scratch.offline.lrr", "train_scratch.offline.lrr"), ("runtime.gpu", "runtime.gpu")],
 )
 def test_unknown_key_names_the_full_key_and_the_allowed_keys(dotted, shown):
     with pytest.raises(ConfigError) as caught:
         parse_params(with_value(raw_params(), dotted, 1))
     message = str(caught.value)
     assert repr(shown) in message
-    section = dotted.rsplit(".", 1)[0] if "." in dotted else None
-    allowed = [f.name for f in dataclasses.fields(getattr(Params(), section) if section else Params())]
+    node = Params()
+    for part in dotted.split(".")[:-1]:
+        node = getattr(node, part)
+    allowed = [f.name for f in dataclasses.fields(node)]
     assert str(sorted(allowed)) in message
 
 
 @pytest.mark.parametrize(
     ("dotted", "value"),
     [
-        ("train_scratch.lr", "fast"),
-        ("train_scratch.lr", True),  # YAML's true is a bool, not the number 1
-        ("train_scratch.epochs", 2.5),
+        ("train_scratch.offline.lr", "fast"),
+        ("train_scratch.offline.lr", True),  # YAML's true is a bool, not the number 1
+        ("train_scratch.offline.epochs", 2.5),
         ("seeds", 3),
         ("seeds", [0, "one"]),
         ("offline.mirror", "yes"),
@@ -146,17 +152,17 @@ def test_mistyped_value_names_the_key(dotted, value):
 @pytest.mark.parametrize(
     ("dotted", "value", "allowed"),
     [
-        ("train_scratch.lr", -0.1, "must be positive"),
-        ("finetune_head.lr", 0, "must be positive"),
-        ("train_scratch.batch_size", 0, "at least 1"),
+        ("train_scratch.offline.lr", -0.1, "must be positive"),
+        ("finetune_head.offline.lr", 0, "must be positive"),
+        ("train_scratch.offline.batch_size", 0, "at least 1"),
         ("evaluate.batch_size", 0, "at least 1"),
         ("backbone.epochs", 0, "at least 1"),
         ("backbone.warmup_fraction", 1.5, "[0, 1)"),
         ("backbone.grad_clip", -1, "must not be negative"),
-        ("train_scratch.optimizer", "sgd", "adam, adamw"),
-        ("train_scratch.schedule", "step", "none, cosine"),
+        ("train_scratch.offline.optimizer", "sgd", "adam, adamw"),
+        ("train_scratch.offline.schedule", "step", "none, cosine"),
         ("runtime.device", "tpu", "auto, cpu, cuda, mps"),
-        ("runtime.precision", "fp16", "bf16, fp32"),
+        ("runtime.precision", "fp16", "auto, bf16, fp32"),
         ("preset", "imagenet", "offline, paper"),
         ("offline.model", "ViT-B/16", "'B/16'"),
         ("paper.backbone_model", "tinyy", "'tiny'"),
@@ -191,7 +197,11 @@ def test_unknown_non_string_key_beside_another_unknown_key_gives_config_error(tm
 
 @pytest.mark.parametrize(
     ("dotted", "value"),
-    [("paper.url", "https"), ("train_scratch.lr", float("inf")), ("train_scratch.weight_decay", float("inf"))],
+    [
+        ("paper.url", "https"),
+        ("train_scratch.offline.lr", float("inf")),
+        ("train_scratch.offline.weight_decay", float("inf")),
+    ],
 )
 def test_degenerate_values_are_rejected(dotted, value):
     with pytest.raises(ConfigError, match=re.escape(dotted)):
@@ -212,23 +222,23 @@ def test_invalid_yaml_names_the_path(tmp_path):
 
 
 def test_integer_is_accepted_where_a_float_is_expected():
-    params = parse_params(with_value(raw_params(), "train_scratch.lr", 1))
-    assert params.train_scratch.lr == 1.0
-    assert isinstance(params.train_scratch.lr, float)
+    params = parse_params(with_value(raw_params(), "train_scratch.offline.lr", 1))
+    assert params.train_scratch.offline.lr == 1.0
+    assert isinstance(params.train_scratch.offline.lr, float)
 
 
 def test_params_are_frozen():
     params = parse_params(raw_params())
     with pytest.raises(dataclasses.FrozenInstanceError):
-        params.train_scratch.lr = 1.0  # type: ignore[misc]
+        params.train_scratch.offline.lr = 1.0  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
         params.preset = "paper"  # type: ignore[misc]
 
 
 def test_flatten_gives_dotted_string_keys_for_every_field():
-    params = parse_params(with_value(raw_params(), "train_scratch.lr", 0.125))
+    params = parse_params(with_value(raw_params(), "train_scratch.offline.lr", 0.125))
     flat = flatten(params)
-    assert flat["train_scratch.lr"] == "0.125"
+    assert flat["train_scratch.offline.lr"] == "0.125"
     assert flat["preset"] == params.preset
     assert "seeds" in flat and "runtime.device" in flat and "paper.weights_sha256" in flat
     assert all(isinstance(v, str) for v in flat.values())
@@ -568,10 +578,10 @@ def write_image(path: Path, colour=(200, 100, 50), size=(40, 30), fmt: str | Non
 def test_decode_image_gives_uint8_square_rgb_or_grey(tmp_path, mode):
     path = tmp_path / "photo.png"
     write_image(path)
-    rgb = decode_image(path, 16, mode, channels=3)
+    rgb = decode_image(path, 16, mode, channels=3, max_pixels=10**6)
     assert rgb.shape == (3, 16, 16) and rgb.dtype == torch.uint8
     assert rgb[:, 8, 8].tolist() == [200, 100, 50]  # channel order kept
-    grey = decode_image(path, 16, mode, channels=1)
+    grey = decode_image(path, 16, mode, channels=1, max_pixels=10**6)
     assert grey.shape == (1, 16, 16) and grey.dtype == torch.uint8
     assert abs(int(grey[0, 8, 8]) - 124) <= 1  # ITU-R 601 luma of (200, 100, 50)
 
@@ -583,9 +593,9 @@ def test_decode_image_crop_takes_the_centre(tmp_path):
     image = Image.new("RGB", (90, 30), (255, 0, 0))
     image.paste((0, 0, 255), (30, 0, 60, 30))  # blue middle third, red sides
     image.save(path)
-    cropped = decode_image(path, 16, "crop", channels=3)
+    cropped = decode_image(path, 16, "crop", channels=3, max_pixels=10**6)
     assert (cropped[2] > 200).all() and (cropped[0] < 50).all()
-    squashed = decode_image(path, 16, "resize", channels=3)
+    squashed = decode_image(path, 16, "resize", channels=3, max_pixels=10**6)
     assert squashed[0, 8, 0] > 200  # resize keeps the red sides
 
 
@@ -601,10 +611,10 @@ def test_decode_image_rejects_truncated_jpeg_and_non_image_naming_the_file(tmp_p
     text.write_text("not an image\n")
     for path in (truncated, text):
         with pytest.raises(UserError, match=re.escape(str(path))):
-            decode_image(path, 16, "resize", channels=3)
+            decode_image(path, 16, "resize", channels=3, max_pixels=10**6)
     whole = tmp_path / "whole.jpg"
     whole.write_bytes(full.getvalue())
-    assert decode_image(whole, 16, "resize", channels=3).shape == (3, 16, 16)  # only the cut one fails
+    assert decode_image(whole, 16, "resize", channels=3, max_pixels=10**6).shape == (3, 16, 16)  # only the cut one fails
 
 
 # --- metrics ---------------------------------------------------------------------------------
@@ -764,7 +774,7 @@ def test_stage_tracker_records_params_tags_and_metric_steps(tmp_path, monkeypatc
     experiment = client.get_experiment_by_name(f"vit-{params.preset}")
     (run,) = client.search_runs([experiment.experiment_id])
     assert run.info.run_name == "train_scratch-seed2" and run.info.status == "FINISHED"
-    assert run.data.params["train_scratch.lr"] == str(params.train_scratch.lr)
+    assert run.data.params["train_scratch.offline.lr"] == str(params.train_scratch.offline.lr)
     assert run.data.tags["stage"] == "train_scratch" and run.data.tags["seed"] == "2"
     assert run.data.tags["arm"] == "scratch"
     assert re.fullmatch(r"[0-9a-f]{40}|unknown", run.data.tags["git_commit"])
@@ -817,9 +827,85 @@ def test_resolve_runtime_refuses_a_missing_cuda_naming_the_key(restore_torch_glo
 )
 def test_resolve_runtime_auto_is_cpu_without_an_accelerator(restore_torch_globals):
     runtime = resolve_runtime(RuntimeConfig(device="auto", precision="fp32", threads=1))
-    assert runtime == Runtime(torch.device("cpu"), "fp32")
+    assert (runtime.device, runtime.precision) == (torch.device("cpu"), "fp32")
+    assert runtime.hardware == runtime_module.describe_cpu() and "bf16" in runtime.hardware
     assert torch.get_num_threads() == 1
     assert torch.are_deterministic_algorithms_enabled()
+
+
+@pytest.fixture
+def cpu_kind(monkeypatch):
+    """Pretends to be a CPU of a chosen kind: the features torch reports and the probe's bf16 speedup."""
+
+    def pretend(features: tuple[str, ...], speedup: float) -> list[str]:
+        probes = []
+        monkeypatch.setattr(runtime_module, "cpu_bf16_features", lambda: features)
+
+        def probe() -> float:
+            probes.append("probe")
+            return speedup
+
+        monkeypatch.setattr(runtime_module, "bf16_matmul_speedup", probe)
+        runtime_module._warn_emulated_bf16.cache_clear()
+        return probes
+
+    yield pretend
+    runtime_module._warn_emulated_bf16.cache_clear()
+
+
+@pytest.mark.parametrize(
+    ("features", "speedup", "expected", "probed"),
+    [
+        (("avx512_bf16",), 9.0, "bf16", True),  # native and fast: trusted
+        (("amx",), 30.0, "bf16", True),
+        (("avx512_bf16",), 0.05, "fp32", True),  # reports support but runs slowly: not trusted
+        ((), 100.0, "fp32", False),  # no native feature: no probe needed, fp32
+    ],
+)
+def test_auto_precision_on_a_cpu_is_bf16_only_where_native_and_fast(cpu_kind, features, speedup, expected, probed):
+    probes = cpu_kind(features, speedup)
+    assert runtime_module.choose_precision("auto", "cpu") == expected
+    assert bool(probes) == probed
+
+
+def test_explicit_bf16_on_an_emulating_cpu_runs_but_warns_once_with_the_slowdown_and_fix(cpu_kind, capsys):
+    cpu_kind((), 1 / 85)
+    assert runtime_module.choose_precision("bf16", "cpu") == "bf16"
+    assert runtime_module.choose_precision("bf16", "cpu") == "bf16"
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1
+    assert "85x slower than fp32" in lines[0] and "runtime.precision: auto" in lines[0]
+
+
+def test_explicit_bf16_on_a_native_cpu_and_fp32_anywhere_are_silent(cpu_kind, capsys):
+    cpu_kind(("avx512_bf16",), 9.0)
+    assert runtime_module.choose_precision("bf16", "cpu") == "bf16"
+    assert runtime_module.choose_precision("fp32", "cpu") == "fp32"
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(("supported", "requested", "expected"),
+                         [(True, "auto", "bf16"), (False, "auto", "fp32"), (True, "fp32", "fp32"),
+                          (False, "bf16", "fp32"), (True, "bf16", "bf16")])  # fmt: skip
+def test_precision_on_cuda_follows_its_bf16_support(monkeypatch, supported, requested, expected):
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: supported)
+    assert runtime_module.choose_precision(requested, "cuda") == expected
+
+
+@pytest.mark.parametrize("requested", ["auto", "bf16", "fp32"])
+def test_precision_on_mps_is_fp32(requested):
+    assert runtime_module.choose_precision(requested, "mps") == "fp32"
+
+
+def test_the_real_probe_measures_a_positive_speedup_and_the_features_are_known_names():
+    assert runtime_module.bf16_matmul_speedup() > 0
+    assert set(runtime_module.cpu_bf16_features()) <= {"avx512_bf16", "amx"}
+
+
+def test_runtime_record_and_tags_name_precision_and_hardware():
+    runtime = Runtime(torch.device("cpu"), "fp32", "AVX2, no native bf16")
+    assert runtime.describe() == "cpu fp32 (AVX2, no native bf16)"
+    assert runtime.tags() == {"device": "cpu", "precision": "fp32", "hardware": "AVX2, no native bf16"}
 
 
 def test_seed_everything_repeats_python_numpy_and_torch():

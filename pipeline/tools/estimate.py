@@ -1,0 +1,40 @@
+"""How long a full ``dvc repro`` of the committed params should take here: printed by ``make repro``.
+
+Resolves the runtime exactly as the stages will (device, the precision ``auto`` picks, the CPU kind)
+and looks it up in ``metrics/repro_time.json``, the committed wall times of full runs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pipeline.config import load_params
+from pipeline.errors import stage_main
+from pipeline.runtime import resolve_runtime
+
+TIMES = Path("metrics/repro_time.json")
+
+
+def estimate_line(runtime_key: str, hardware: str, times: dict) -> str:
+    """One line: the measured time for this device and precision, or what is known instead."""
+    measured = times.get(runtime_key)
+    here = f"{runtime_key} ({hardware})"
+    if measured is None:
+        known = ", ".join(f"{key}: {value['minutes']:.0f} min" for key, value in times.items())
+        return f"dvc repro from scratch runs in {here}; no full run was timed in that setting ({known})"
+    return (
+        f"dvc repro from scratch runs in {here}: about {measured['minutes']:.0f} min, measured on "
+        f"{measured['machine']}; stages already up to date are skipped"
+    )
+
+
+@stage_main
+def main() -> None:
+    runtime = resolve_runtime(load_params().runtime)
+    times = json.loads(TIMES.read_text()) if TIMES.is_file() else {}
+    print(estimate_line(f"{runtime.device.type} {runtime.precision}", runtime.hardware, times))
+
+
+if __name__ == "__main__":
+    main()
