@@ -22,7 +22,7 @@ from pipeline.files import write_text
 from pipeline.tracking import tracking_uri
 
 REPORTS = Path("reports")
-KEY_PARAMS = ("lr", "epochs", "batch_size")  # read from the run's own stage section, e.g. train_scratch.lr
+KEY_PARAMS = ("lr", "epochs", "batch_size")  # from the run's own stage section, e.g. train_scratch.offline.lr
 GROUP = ["stage", "arm", "git_commit", "git_dirty", "dvc_experiment"]
 
 
@@ -80,7 +80,9 @@ def runs_table(runs: list) -> pd.DataFrame:
             "arm": tags.get("arm", tags.get("source", "")),
             "model": params.get("offline.model") if tags.get("preset") == "offline" else params.get("paper.model"),
         }
-        row.update({key: params.get(f"{stage}.{key}") for key in KEY_PARAMS})
+        preset = tags.get("preset", "")
+        # a stage's section, or its preset's subsection (train_scratch.offline.lr)
+        row.update({key: params.get(f"{stage}.{key}", params.get(f"{stage}.{preset}.{key}")) for key in KEY_PARAMS})
         row.update(
             {
                 # the backbone stage logs per-epoch test_acc (on its pool) but no final_test_acc

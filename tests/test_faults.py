@@ -236,8 +236,8 @@ def project(tmp_path_factory, server) -> Project:
             "weights_url": server.url("/good/tiny_vit.pth"),
             "weights_sha256": sha(weights.getvalue()),
         },
-        train_scratch={"offline": {"epochs": 2, "batch_size": 4}},
-        finetune_head={"offline": {"epochs": 2, "batch_size": 4}},
+        train_scratch={"paper": {"epochs": 2, "batch_size": 4}},
+        finetune_head={"paper": {"epochs": 2, "batch_size": 4}},
     )
     (root / "inject.py").write_text(INJECT)
     env = clean_env()
@@ -577,7 +577,7 @@ def test_image_size_not_divisible_by_patch_size_is_a_clear_value_error():
 
 
 def test_non_finite_loss_stops_training_with_epoch_step_and_cause(project, unchanged):
-    with project.params(train_scratch={"offline": {"lr": 1e30}}):
+    with project.params(train_scratch={"paper": {"lr": 1e30}}):
         result = project.stage("train_scratch")
     line = assert_fails(result, "train_scratch", "the training loss became", "at epoch 1, step", "learning rate")
     assert re.search(r"became (nan|inf)", line) and "Lower the lr" in line
@@ -621,7 +621,7 @@ def test_training_killed_mid_run_then_rerun_matches_an_uninterrupted_run(project
     repo = project.repo
     before = {p: digest_tree(repo / p) for p in TRAINING_OUTPUTS}
     baseline_state = torch.load(repo / "models/scratch/seed_0.pt", weights_only=True)
-    with project.params(train_scratch={"offline": {"epochs": 4}}):  # long enough to be killed after its first epoch
+    with project.params(train_scratch={"paper": {"epochs": 4}}):  # long enough to be killed after its first epoch
         process = subprocess.Popen(
             [sys.executable, "-m", "pipeline.train_scratch"],
             cwd=repo, env=project.env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
@@ -852,7 +852,7 @@ def test_two_queued_experiments_in_parallel_are_both_recorded_in_mlflow(tmp_path
     repo = tmp_path / "queued"
     copy_project(repo)
     shutil.copy(project.repo / "params.yaml", repo / "params.yaml")
-    set_params(repo, train_scratch={"offline": {"epochs": 1}})
+    set_params(repo, train_scratch={"paper": {"epochs": 1}})
     env = {k: v for k, v in project.env.items() if k != "MLFLOW_TRACKING_URI"}  # the default store: DVC_ROOT's
     for command in (
         ["git", "init", "-q"], ["dvc", "init", "-q"], ["dvc", "config", "core.analytics", "false"],
@@ -860,7 +860,7 @@ def test_two_queued_experiments_in_parallel_are_both_recorded_in_mlflow(tmp_path
     ):  # fmt: skip
         git_dvc(repo, env, *command)
     for lr in ("0.001", "0.002"):
-        git_dvc(repo, env, "dvc", "exp", "run", "--queue", "-n", f"lr-{lr}", "-S", f"train_scratch.offline.lr={lr}",
+        git_dvc(repo, env, "dvc", "exp", "run", "--queue", "-n", f"lr-{lr}", "-S", f"train_scratch.paper.lr={lr}",
                 "train_scratch")  # fmt: skip
     git_dvc(repo, env, "dvc", "queue", "start", "-j", "2")
     deadline = time.monotonic() + 600
@@ -877,7 +877,7 @@ def test_two_queued_experiments_in_parallel_are_both_recorded_in_mlflow(tmp_path
     client = mlflow.MlflowClient(f"sqlite:///{repo / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("vit-paper")
     runs = client.search_runs([experiment.experiment_id])
-    assert sorted(r.data.params["train_scratch.offline.lr"] for r in runs) == ["0.001", "0.002"]
+    assert sorted(r.data.params["train_scratch.paper.lr"] for r in runs) == ["0.001", "0.002"]
     assert {r.info.status for r in runs} == {"FINISHED"}
     assert {r.data.tags.get("dvc_experiment") for r in runs} == {"lr-0.001", "lr-0.002"}
     assert all(len(client.get_metric_history(r.info.run_id, "test_acc")) == 1 for r in runs)

@@ -614,7 +614,11 @@ def test_decode_image_rejects_truncated_jpeg_and_non_image_naming_the_file(tmp_p
             decode_image(path, 16, "resize", channels=3, max_pixels=10**6)
     whole = tmp_path / "whole.jpg"
     whole.write_bytes(full.getvalue())
-    assert decode_image(whole, 16, "resize", channels=3, max_pixels=10**6).shape == (3, 16, 16)  # only the cut one fails
+    assert decode_image(whole, 16, "resize", channels=3, max_pixels=10**6).shape == (
+        3,
+        16,
+        16,
+    )  # only the cut one fails
 
 
 # --- metrics ---------------------------------------------------------------------------------
