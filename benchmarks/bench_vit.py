@@ -23,14 +23,9 @@ import torch
 import torchvision
 from torch import nn
 
-from pipeline.model import (
-    TORCHVISION_BUILDERS,
-    ViT,
-    count_parameters,
-    torchvision_vit,
-    torchvision_vit_from_config,
-    vit_config,
-)
+from pipeline.engine import count_parameters
+from pipeline.model import ViT, vit_config
+from pipeline.reference import TORCHVISION_BUILDERS, torchvision_vit, torchvision_vit_from_config
 
 SETTINGS = ("forward fp32", "forward bf16 autocast", "forward+backward fp32", "forward+backward bf16 autocast")
 

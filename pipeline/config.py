@@ -14,7 +14,6 @@ from pathlib import Path
 import yaml
 
 from pipeline.errors import UserError
-from pipeline.model import PRESETS
 
 PARAMS_FILE = Path("params.yaml")
 FASHION_MNIST_CLASSES = (
@@ -292,14 +291,36 @@ class Params:
         return getattr(self.finetune_head, self.preset)
 
 
+# pipeline.model.PRESETS' names (a test keeps them equal), listed here so that config imports no model code
+MODEL_NAMES = ("B/16", "B/32", "L/16", "L/32", "H/14", "seed-small", "fmnist", "tiny")
+
+
 def _check_model(name: str, key: str) -> None:
-    _check(name in PRESETS, key, f"is {name!r}, not a known model; choose one of {sorted(PRESETS)}")
+    _check(name in MODEL_NAMES, key, f"is {name!r}, not a known model; choose one of {sorted(MODEL_NAMES)}")
+
+
+URL_SCHEMES = ("https", "http", "file")
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be fetched, judged from its text alone (the one rule, also used by pipeline.fetch):
+    an https, http or file scheme, a host for http(s), a path for file. ``None`` when it is well formed."""
+    import urllib.parse
+
+    parsed = urllib.parse.urlparse(url)
+    if parsed.scheme not in URL_SCHEMES or "://" not in url:
+        got = f"scheme {parsed.scheme!r}" if parsed.scheme else "no scheme"
+        return f"it has {got}; only https, http, file are allowed (a local file is file:///absolute/path)"
+    if parsed.scheme in ("http", "https") and not parsed.hostname:
+        return "it has no host name"
+    if parsed.scheme == "file" and not parsed.path:
+        return "it has no path"
+    return None
 
 
 def _check_url(url: str, key: str) -> None:
-    scheme, separator, rest = url.partition("://")
-    ok = scheme in ("https", "http", "file") and separator and rest
-    _check(bool(ok), key, f"must be an https, http or file URL, got {url!r}")
+    problem = url_problem(url)
+    _check(problem is None, key, f"must be an https, http or file URL, got {url!r}: {problem}")
 
 
 def _check_recipe(section, key: str) -> None:

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from pipeline import paths
 from pipeline.errors import UserError
 from pipeline.files import load_tensors, save_tensors, sha256_bytes
 
@@ -17,6 +18,7 @@ IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 FASHION_MNIST_MEAN, FASHION_MNIST_STD = (0.2860,), (0.3530,)
 # The pretrained view follows torchvision's ImageClassification transform: resize to 256, crop 224.
 RESIZE_RATIO = 256 / 224
+SUBSET_SEED = 0  # the fixed order each class's images are taken in; never chosen by looking at test scores
 
 
 @dataclass
@@ -205,3 +207,83 @@ def load_split(path: Path) -> ImageSet:
     if not Path(path).is_file():
         raise UserError(f"{path} is missing; run `dvc repro` (the prepare stage makes it)")
     return ImageSet.load(path)
+
+
+def nested_indices(labels: torch.Tensor, per_class: int, seed: int = SUBSET_SEED) -> torch.Tensor:
+    """Sorted indices of the first ``per_class`` images of each class in a fixed per-class order.
+
+    The order depends only on ``labels`` and ``seed``, so a smaller size is a subset of a larger one.
+    A class with fewer images contributes all it has.
+    """
+    rng = np.random.default_rng(seed)
+    labels_np = labels.numpy()
+    chosen = []
+    for class_id in range(int(labels_np.max()) + 1):
+        order = rng.permutation(np.flatnonzero(labels_np == class_id))
+        chosen.append(order[:per_class])
+    return torch.from_numpy(np.sort(np.concatenate(chosen)))
+
+
+def step_stream(n: int, steps: int, batch_size: int, generator: torch.Generator) -> torch.Tensor:
+    """(steps * batch_size,) indices into ``n`` images, each used equally often (within one).
+
+    Given to the engine as one "epoch", it makes exactly ``steps`` optimiser steps of ``batch_size``.
+    """
+    return torch.randperm(n, generator=generator)[torch.arange(steps * batch_size) % n]
+
+
+def gather(inputs: torch.Tensor, prepare):
+    """A batch function over stream indices: looks the inputs up, then applies ``prepare``."""
+
+    def prepare_indices(index: torch.Tensor, training: bool, generator: torch.Generator) -> torch.Tensor:
+        return prepare(inputs[index], training, generator)
+
+    return prepare_indices
+
+
+SPLIT_SEED = 0  # which few-shot images are drawn; fixed, never chosen by looking at test scores
+
+
+SINGLE_VIEW = ("pool_train", "pool_test", "train_all")  # saved once as data/prepared/<split>.pt, not per arm
+
+
+def split_file(out: Path, view: str, split: str) -> Path:
+    """Where ``paths.prepared_split(view, split)`` will be, inside the folder ``out`` being written."""
+    return out / paths.prepared_split(view, split).relative_to(paths.PREPARED)
+
+
+def fit_to_model(images: torch.Tensor, size: int, channels: int) -> torch.Tensor:
+    """(N, 1, 28, 28) uint8 -> (N, channels, size, size) uint8, for models not built for 28x28 grey."""
+    if images.shape[-1] != size:
+        images = F.interpolate(images.float(), size=(size, size), mode="bilinear", align_corners=False)
+        images = images.round().clamp(0, 255).to(torch.uint8)
+    return images.expand(-1, channels, -1, -1).contiguous()
+
+
+def paper_views(scratch: tuple[int, int], pretrained: tuple[int, int]) -> dict[str, tuple]:
+    """The paper preset's two input transforms, from each arm's model (image size, channels): ``scratch``
+    squashed to the model size (seed 000); ``pretrained`` the weights' resize and centre crop, ImageNet
+    mean and std (torchvision's transform for its weights)."""
+    return {
+        "scratch": (*scratch, "resize", (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)),
+        "pretrained": (*pretrained, "crop", IMAGENET_MEAN, IMAGENET_STD),
+    }
+
+
+def prepare_image_folder(root: Path, out: Path, views: dict[str, tuple], max_pixels: int) -> dict:
+    """Decodes an ImageFolder tree once per view (see :func:`paper_views`) into ``out``; returns the
+    classes, counts per split and manifest rows."""
+    classes, files = list_image_folder(root)
+    manifest, counts = [], {}
+    for view, (image_size, channels, mode, mean, std) in views.items():
+        for split, pairs in files.items():
+            images = torch.stack([decode_image(path, image_size, mode, channels, max_pixels) for path, _ in pairs])
+            labels = torch.tensor([label for _, label in pairs], dtype=torch.int64)
+            ImageSet(images, labels, classes, tuple(mean[:channels]), tuple(std[:channels])).save(
+                split_file(out, view, split)
+            )
+            if view == "scratch":
+                sources = [str(path.relative_to(root)) for path, _ in pairs]
+                manifest += manifest_rows(split, images, labels, classes, sources)
+                counts[split] = len(labels)
+    return {"classes": classes, "pool_classes": [], "counts": counts, "manifest": manifest}

@@ -113,7 +113,7 @@ def train(
     prepare: PrepareBatch = identity_batch,
     test_inputs: torch.Tensor | None = None,
     test_labels: torch.Tensor | None = None,
-    eval_batch_size: int = 256,
+    eval_batch_size: int | None = None,
     on_epoch: EpochCallback | None = None,
     description: str = "train",
 ) -> list[dict]:
@@ -160,7 +160,7 @@ def train(
             bar.update(1)
         record = {"epoch": epoch, "train_loss": loss_sum / len(order), "train_acc": correct / len(order)}
         if test_inputs is not None:
-            result = evaluate(model, test_inputs, test_labels, runtime, eval_batch_size, prepare)
+            result = evaluate(model, test_inputs, test_labels, runtime, eval_batch_size or len(test_labels), prepare)
             record.update(test_loss=result.loss, test_acc=result.accuracy)
         history.append(record)
         if on_epoch is not None:
@@ -183,3 +183,8 @@ def extract_features(
                 chunks.append(backbone.forward_features(batch).float().cpu())
             bar.update(len(batch))
     return torch.cat(chunks)
+
+
+def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
+    """Number of parameters in ``model`` (only those with ``requires_grad`` if ``trainable_only``)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import statistics
 
 import numpy as np
 import torch
+from torch import nn
+
+from pipeline.engine import Evaluation, count_parameters
+from pipeline.files import tensor_bytes
 
 # sklearn is imported inside the functions that use it: it takes 1.4 s, which every stage process
 # (about 35 in a full `dvc repro`) would otherwise pay whether or not it fits a baseline.
@@ -69,3 +75,39 @@ def pixels_logreg(train_images: torch.Tensor, train_labels: torch.Tensor, test_i
     classifier = LogisticRegression(max_iter=1000)
     classifier.fit(flat(train_images), train_labels.numpy())
     return float((classifier.predict(flat(test_images)) == test_labels.numpy()).mean())
+
+
+def baselines(train_images: torch.Tensor, train_labels: torch.Tensor, test_images: torch.Tensor,
+              test_labels: torch.Tensor, num_classes: int, with_pixels: bool = True) -> dict[str, float]:  # fmt: skip
+    """What a model must beat: chance, the majority training class and (unless ``with_pixels`` is false,
+    e.g. where sklearn's lbfgs would take minutes) a logistic regression on the same training images' pixels."""
+    result = {"chance": 1 / num_classes, "majority": majority_baseline(train_labels, test_labels)}
+    if with_pixels:
+        result["pixels_logreg"] = pixels_logreg(train_images, train_labels, test_images, test_labels)
+    return result
+
+
+MB = 2**20
+
+
+def summarise(results: dict[int, Evaluation], labels: torch.Tensor, classes: list[str], model: nn.Module,
+              trainable: int) -> dict:  # fmt: skip
+    evaluations = list(results.values())
+    state = {k: v.cpu() for k, v in model.state_dict().items()}
+    head = {k: v for k, v in state.items() if k.startswith("heads.")}
+    return {
+        "test_acc": spread([e.accuracy for e in evaluations]),
+        "test_loss": spread([e.loss for e in evaluations]),
+        "per_class": mean_per_class([per_class(labels, e.predictions, classes) for e in evaluations]),
+        "collapse": sum(collapse(e.predictions) for e in evaluations) / len(evaluations),
+        "file_size_mb": {"model": len(tensor_bytes(state)) / MB, "head": len(tensor_bytes(head)) / MB},
+        "params": {"total": count_parameters(model), "trainable": trainable},
+    }
+
+
+def predictions_csv(labels: torch.Tensor, predictions: torch.Tensor, classes: list[str]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["actual", "predicted"])
+    writer.writerows((classes[int(a)], classes[int(p)]) for a, p in zip(labels, predictions, strict=True))
+    return buffer.getvalue()

@@ -102,15 +102,6 @@ PRESETS: dict[str, dict] = {
     "tiny": dict(image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64),
 }
 
-# Table 1 name -> torchvision builder, for the parity tests and the pretrained backbone.
-TORCHVISION_BUILDERS = {
-    "B/16": "vit_b_16",
-    "B/32": "vit_b_32",
-    "L/16": "vit_l_16",
-    "L/32": "vit_l_32",
-    "H/14": "vit_h_14",
-}
-
 
 def vit_config(name: str, **overrides) -> ViTConfig:
     """Returns a preset config, with fields replaced by ``overrides``.
@@ -353,37 +344,3 @@ def state_dict_mismatch(model: nn.Module, state: dict[str, torch.Tensor], shown:
             more = f" and {len(keys) - shown} more" if len(keys) > shown else ""
             parts.append(f"{len(keys)} {label}: {', '.join(keys[:shown])}{more}")
     return "; ".join(parts) or "no key differs"
-
-
-def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
-    """Number of parameters in ``model`` (only those with ``requires_grad`` if ``trainable_only``)."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
-
-
-def torchvision_vit(name: str, **kwargs) -> nn.Module:
-    """Builds torchvision's ViT for a Table 1 name ("B/16", ...), with ``weights=None`` unless given."""
-    import torchvision
-
-    if name not in TORCHVISION_BUILDERS:
-        raise ValueError(f"torchvision has no ViT {name!r}; it has {sorted(TORCHVISION_BUILDERS)}")
-    kwargs.setdefault("weights", None)
-    return getattr(torchvision.models, TORCHVISION_BUILDERS[name])(**kwargs)
-
-
-def torchvision_vit_from_config(config: ViTConfig) -> nn.Module:
-    """torchvision's ``VisionTransformer`` with the same sizes as ``config`` (3 channels, CLS pooling)."""
-    from torchvision.models.vision_transformer import VisionTransformer
-
-    if config.in_channels != 3 or config.pool != "cls":
-        raise ValueError("torchvision's VisionTransformer supports only 3 channels and CLS pooling")
-    return VisionTransformer(
-        image_size=config.image_size,
-        patch_size=config.patch_size,
-        num_layers=config.num_layers,
-        num_heads=config.num_heads,
-        hidden_dim=config.hidden_dim,
-        mlp_dim=config.mlp_dim,
-        dropout=config.dropout,
-        attention_dropout=config.attention_dropout,
-        num_classes=config.num_classes,
-    )

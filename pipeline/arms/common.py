@@ -1,0 +1,67 @@
+"""What the arms share on the data-hunger curve: the paper's recipe, a point's data, and one run."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from pipeline import paths
+from pipeline.config import DataHungerConfig, Params
+from pipeline.curve import sweep_sizes, sweep_train_set
+from pipeline.data import batch_preparer, gather, load_split, nested_indices, step_stream
+from pipeline.engine import Recipe, count_parameters, evaluate, train
+from pipeline.runtime import Runtime
+
+
+def paper_recipe(cfg: DataHungerConfig, lr: float) -> Recipe:
+    """The paper's recipe (AdamW, linear warmup then cosine decay, gradient clipping) as one "epoch" of
+    ``cfg.steps`` steps over a :func:`step_stream`."""
+    return Recipe(
+        lr=lr, batch_size=cfg.batch_size, epochs=1, optimizer="adamw", weight_decay=cfg.weight_decay,
+        schedule="cosine", warmup_fraction=cfg.warmup_fraction, grad_clip=cfg.grad_clip,
+    )  # fmt: skip
+
+
+def load_point(params: Params, view: str, point: int) -> dict:
+    """The nested subset for ``point`` and the whole test set, as images of ``view``'s transform."""
+    train_all = sweep_train_set(params, view)
+    test_set = load_split(paths.prepared_split(view, "test"))
+    num_classes = len(train_all.classes)
+    n = sweep_sizes(params, train_all.labels, num_classes)[point]
+    index = nested_indices(train_all.labels, n)
+    return {
+        "n": n,
+        "num_classes": num_classes,
+        "train_all": train_all,
+        "train_inputs": train_all.images[index],
+        "train_labels": train_all.labels[index],
+        "test_inputs": test_set.images,
+        "test_labels": test_set.labels,
+        "prepare": batch_preparer(train_all, augment_train=True),
+        "test_prepare": batch_preparer(test_set, augment_train=False),
+    }
+
+
+def train_and_test(
+    model: nn.Module, recipe: Recipe, params: Params, data: dict, runtime: Runtime, generator: torch.Generator,
+    stream: torch.Tensor, description: str,
+) -> tuple[dict, float, float, int]:  # fmt: skip
+    """Trains ``model`` over ``stream`` once, then tests it once on the whole test set.
+
+    Returns the last training record, test accuracy, test loss and the number of trained parameters.
+    """
+    model = model.to(runtime.device)
+    history = train(
+        model, stream, data["train_labels"][stream], recipe, runtime, generator,
+        prepare=gather(data["train_inputs"], data["prepare"]), description=description,
+    )  # fmt: skip
+    result = evaluate(
+        model, data["test_inputs"], data["test_labels"], runtime, params.evaluate.batch_size, data["test_prepare"]
+    )
+    return history[-1], result.accuracy, result.loss, count_parameters(model, trainable_only=True)
+
+
+def stream_for(params: Params, data: dict, generator: torch.Generator) -> torch.Tensor:
+    """The curve's fixed step budget as one stream of indices into the point's images."""
+    cfg = params.data_hunger
+    return step_stream(len(data["train_labels"]), cfg.steps, cfg.batch_size, generator)

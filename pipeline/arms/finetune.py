@@ -1,0 +1,40 @@
+"""Arm ``finetune``: the whole pretrained backbone trained with a new zero-initialised head, as the paper
+fine-tunes (section 3.2)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pipeline.arms.common import load_point, paper_recipe, stream_for, train_and_test
+from pipeline.config import Params
+from pipeline.model import ViT
+from pipeline.pretraining import load_backbone
+from pipeline.runtime import Runtime, seed_everything
+
+VIEW = "pretrained"
+
+
+def point_data(params: Params, point: int, runtime: Runtime) -> dict:
+    data = load_point(params, VIEW, point)
+    data["backbone"] = load_backbone(params, runtime)
+    return data
+
+
+def run_seed(params: Params, data: dict, runtime: Runtime, seed: int) -> tuple[dict, float, float, int]:
+    """One curve run: the paper's recipe at ``data_hunger.finetune_lr`` for the fixed step budget."""
+    generator = seed_everything(seed)
+    stream = stream_for(params, data, generator)
+    recipe = paper_recipe(params.data_hunger, params.data_hunger.finetune_lr)
+    model = finetune_model(data["backbone"], data["num_classes"])
+    return train_and_test(model, recipe, params, data, runtime, generator, stream, f"finetune seed {seed}")
+
+
+def finetune_model(backbone: ViT, num_classes: int) -> ViT:
+    """A trainable copy of the pretrained backbone with a new zero-initialised head (paper, section 3.2)."""
+    config = dataclasses.replace(backbone.config, num_classes=num_classes)
+    model = ViT(config)
+    state = {k: v for k, v in backbone.state_dict().items() if not k.startswith("heads.")}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if unexpected or set(missing) != {"heads.head.weight", "heads.head.bias"}:
+        raise RuntimeError(f"backbone and model differ beyond the head: missing {missing}, unexpected {unexpected}")
+    return model

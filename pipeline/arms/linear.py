@@ -1,0 +1,85 @@
+"""Arm ``linear``: the pretrained backbone frozen, a new linear head trained on features computed once
+(seed 000's "pretrained ViT feature extractor"). Its checkpoints, evaluation and curve runs."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from pipeline import paths
+from pipeline.arms.common import load_point, stream_for, train_and_test
+from pipeline.config import Params
+from pipeline.data import ImageSet, batch_preparer
+from pipeline.engine import Evaluation, Recipe, evaluate, extract_features
+from pipeline.errors import UserError
+from pipeline.files import load_tensors
+from pipeline.model import ViT
+from pipeline.pretraining import load_backbone
+from pipeline.runtime import Runtime, seed_everything
+
+VIEW = "pretrained"
+
+
+def point_data(params: Params, point: int, runtime: Runtime) -> dict:
+    """The point's images turned into the frozen backbone's features, once."""
+    data = load_point(params, VIEW, point)
+    backbone = load_backbone(params, runtime)
+    batch = params.evaluate.batch_size
+    no_augment = batch_preparer(data["train_all"], augment_train=False)
+    data["train_inputs"] = extract_features(backbone, data["train_inputs"], runtime, batch, no_augment)
+    data["test_inputs"] = extract_features(backbone, data["test_inputs"], runtime, batch, data["test_prepare"])
+    data["prepare"] = data["test_prepare"] = lambda inputs, training, generator: inputs
+    return data
+
+
+def run_seed(params: Params, data: dict, runtime: Runtime, seed: int) -> tuple[dict, float, float, int]:
+    """One curve run: Adam at ``data_hunger.linear_lr`` on the features, for the fixed step budget."""
+    cfg = params.data_hunger
+    generator = seed_everything(seed)
+    stream = stream_for(params, data, generator)
+    recipe = Recipe(lr=cfg.linear_lr, batch_size=cfg.batch_size, epochs=1, optimizer="adam")
+    model = nn.Linear(data["train_inputs"].shape[1], data["num_classes"])
+    return train_and_test(model, recipe, params, data, runtime, generator, stream, f"linear seed {seed}")
+
+
+def head_state(head: nn.Linear) -> dict[str, torch.Tensor]:
+    """The head's weights under the names they have inside the ViT."""
+    return {"heads.head.weight": head.weight.detach().cpu(), "heads.head.bias": head.bias.detach().cpu()}
+
+
+def load_head(seed: int, hidden_dim: int, num_classes: int) -> nn.Linear:
+    """One seed's trained linear head for the pretrained arm."""
+    state = load_tensors(paths.head_model(seed))
+    head = nn.Linear(hidden_dim, num_classes)
+    try:
+        head.load_state_dict({"weight": state["heads.head.weight"], "bias": state["heads.head.bias"]})
+    except (KeyError, RuntimeError) as error:
+        raise UserError(
+            f"{paths.head_model(seed)} does not fit a {hidden_dim}-wide backbone with {num_classes} classes "
+            f"({type(error).__name__}: {str(error).splitlines()[0][:200]}); rerun `dvc repro`"
+        ) from None
+    return head
+
+
+def load_pretrained(params: Params, num_classes: int, seed: int, runtime: Runtime) -> ViT:
+    """The frozen backbone with one seed's head on it, in eval mode."""
+    model = load_backbone(params, runtime)
+    model.reset_head(num_classes)
+    model.heads.head.load_state_dict(load_head(seed, model.config.hidden_dim, num_classes).state_dict())
+    return model.eval()
+
+
+def evaluate_pretrained(params: Params, test_set: ImageSet, runtime: Runtime) -> tuple[dict[int, Evaluation], ViT]:
+    model = load_backbone(params, runtime)
+    features = extract_features(
+        model, test_set.images, runtime, params.evaluate.batch_size, batch_preparer(test_set, False)
+    )
+    model.reset_head(len(test_set.classes))
+    results = {}
+    for seed in params.seeds:
+        state = load_tensors(paths.head_model(seed))
+        head = nn.Linear(model.config.hidden_dim, len(test_set.classes))
+        head.load_state_dict({"weight": state["heads.head.weight"], "bias": state["heads.head.bias"]})
+        results[seed] = evaluate(head.to(runtime.device), features, test_set.labels, runtime, len(features))
+    model.heads.head.load_state_dict(head.state_dict())
+    return results, model

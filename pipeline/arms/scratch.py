@@ -1,0 +1,101 @@
+"""Arm ``scratch``: the preset's ViT from random initialisation. Its checkpoints, its evaluation, its
+curve runs, and the recipe ablation's variants (which all train this arm)."""
+
+from __future__ import annotations
+
+from pipeline import paths
+from pipeline.arms.common import load_point, paper_recipe, stream_for, train_and_test
+from pipeline.config import Params
+from pipeline.data import ImageSet, batch_preparer, gather, step_stream
+from pipeline.engine import Evaluation, Recipe, evaluate, train
+from pipeline.errors import UserError
+from pipeline.files import load_tensors
+from pipeline.metrics import collapse
+from pipeline.model import ViT, vit_config
+from pipeline.runtime import Runtime, seed_everything
+
+VIEW = "scratch"
+
+
+def point_data(params: Params, point: int, runtime: Runtime) -> dict:
+    return load_point(params, VIEW, point)
+
+
+def run_seed(params: Params, data: dict, runtime: Runtime, seed: int) -> tuple[dict, float, float, int]:
+    """One curve run: the paper's recipe at ``data_hunger.scratch_lr`` for the fixed step budget."""
+    generator = seed_everything(seed)
+    stream = stream_for(params, data, generator)
+    recipe = paper_recipe(params.data_hunger, params.data_hunger.scratch_lr)
+    model = ViT(vit_config(params.model_name, num_classes=data["num_classes"]))
+    return train_and_test(model, recipe, params, data, runtime, generator, stream, f"scratch seed {seed}")
+
+
+def load_scratch(params: Params, num_classes: int, seed: int, runtime: Runtime) -> ViT:
+    """The from-scratch ViT of one seed, in eval mode."""
+    model = ViT(vit_config(params.model_name, num_classes=num_classes))
+    state = load_tensors(paths.scratch_model(seed))
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as error:
+        raise UserError(
+            f"{paths.scratch_model(seed)} does not fit model {params.model_name!r} with {num_classes} classes "
+            f"({str(error).splitlines()[0]}); rerun `dvc repro`"
+        ) from None
+    return model.to(runtime.device).eval()
+
+
+def evaluate_scratch(params: Params, test_set: ImageSet, runtime: Runtime) -> tuple[dict[int, Evaluation], ViT]:
+    model = ViT(vit_config(params.model_name, num_classes=len(test_set.classes))).to(runtime.device)
+    results = {}
+    for seed in params.seeds:
+        model.load_state_dict(load_tensors(paths.scratch_model(seed)), strict=True)
+        results[seed] = evaluate(
+            model,
+            test_set.images,
+            test_set.labels,
+            runtime,
+            params.evaluate.batch_size,
+            batch_preparer(test_set, False),
+        )
+    return results, model
+
+
+def variant_settings(variant: str, params: Params) -> tuple[Recipe, bool, str]:
+    """The recipe, whether to augment, and the pooling of one variant name (checked by the config)."""
+    recipe_name, *options = variant.split("+")
+    cfg = params.data_hunger
+    if recipe_name == "paper":
+        recipe = paper_recipe(cfg, cfg.scratch_lr)
+    else:
+        seed_cfg = params.scratch_recipe
+        recipe = Recipe(
+            lr=seed_cfg.lr, batch_size=cfg.batch_size, epochs=1, optimizer=seed_cfg.optimizer,
+            weight_decay=seed_cfg.weight_decay, schedule=seed_cfg.schedule,
+            warmup_fraction=seed_cfg.warmup_fraction, grad_clip=seed_cfg.grad_clip,
+        )  # fmt: skip
+    return recipe, "aug" in options, "mean" if "mean" in options else "cls"
+
+
+def run_variant(
+    variant: str, params: Params, train_set: ImageSet, test_set: ImageSet, runtime: Runtime, seed: int
+) -> dict:
+    """One seed of one variant: trains for the fixed step budget, then tests once."""
+    recipe, augment, pool = variant_settings(variant, params)
+    generator = seed_everything(seed)
+    stream = step_stream(len(train_set), params.data_hunger.steps, recipe.batch_size, generator)
+    config = vit_config(params.model_name, num_classes=len(train_set.classes), pool=pool)
+    model = ViT(config).to(runtime.device)
+    history = train(
+        model, stream, train_set.labels[stream], recipe, runtime, generator,
+        prepare=gather(train_set.images, batch_preparer(train_set, augment_train=augment)),
+    )  # fmt: skip
+    result = evaluate(
+        model, test_set.images, test_set.labels, runtime, params.evaluate.batch_size,
+        batch_preparer(test_set, augment_train=False),
+    )  # fmt: skip
+    return {
+        "test_acc": result.accuracy,
+        "test_loss": result.loss,
+        "train_loss": history[-1]["train_loss"],
+        "collapse": collapse(result.predictions),
+    }

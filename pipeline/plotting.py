@@ -1,0 +1,245 @@
+"""Every PNG the pipeline draws, and the one way they are saved (atomically, without a timestamp, so
+reruns give the same bytes)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from pipeline import paths
+from pipeline.attention import position_similarity, shown_layers, upsample_map
+from pipeline.curve import parameter_count
+from pipeline.data import ImageSet
+from pipeline.files import atomic_path
+
+COLOURS = {"scratch": "tab:red", "pretrained": "tab:blue"}
+
+
+LABELS = {"scratch": "ViT from scratch", "pretrained": "pretrained ViT, frozen + linear head"}
+
+
+def save(figure, name: str) -> None:
+    with atomic_path(paths.PLOTS / name) as tmp:
+        figure.savefig(tmp, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
+
+
+def plot_curves(plt, histories: dict[str, list[dict]], baselines: dict) -> None:
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for arm, rows in histories.items():
+        for seed in sorted({r["seed"] for r in rows}):
+            seed_rows = [r for r in rows if r["seed"] == seed]
+            epochs = [r["epoch"] for r in seed_rows]
+            for axis, key in zip(axes, ("loss", "acc"), strict=True):
+                first = seed == rows[0]["seed"]
+                axis.plot(epochs, [r[f"test_{key}"] for r in seed_rows], color=COLOURS[arm],
+                          label=f"{LABELS[arm]}: test" if first else None)  # fmt: skip
+                axis.plot(epochs, [r[f"train_{key}"] for r in seed_rows], color=COLOURS[arm], linestyle=":",
+                          alpha=0.7, label=f"{LABELS[arm]}: train" if first else None)  # fmt: skip
+    axes[1].axhline(baselines["chance"], color="grey", linestyle="--", label="chance")
+    axes[0].set(xlabel="epoch", ylabel="cross-entropy loss", title="Loss (one line per seed)")
+    axes[1].set(xlabel="epoch", ylabel="accuracy", title="Accuracy (one line per seed)", ylim=(0, 1.02))
+    axes[1].legend(fontsize=7, loc="lower right")
+    save(figure, "curves.png")
+    plt.close(figure)
+
+
+def plot_confusion(plt, matrices: dict) -> None:
+    classes = matrices["classes"]
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    for axis, (arm, per_seed) in zip(axes, matrices["matrices"].items(), strict=True):
+        total = np.sum([np.array(m) for m in per_seed.values()], axis=0)
+        axis.imshow(total, cmap="Blues")
+        for (row, col), count in np.ndenumerate(total):
+            axis.text(col, row, str(count), ha="center", va="center",
+                      color="white" if count > total.max() / 2 else "black")  # fmt: skip
+        axis.set(xticks=range(len(classes)), yticks=range(len(classes)), xlabel="predicted", ylabel="actual",
+                 title=f"{LABELS[arm]}\n(summed over {len(per_seed)} seeds)")  # fmt: skip
+        axis.set_xticklabels(classes, rotation=30, ha="right")
+        axis.set_yticklabels(classes)
+    save(figure, "confusion.png")
+    plt.close(figure)
+
+
+def plot_comparison(plt, metrics: dict) -> None:
+    figure, axis = plt.subplots(figsize=(6.5, 4.2))
+    for x, arm in enumerate(paths.ARMS):
+        acc = metrics[arm]["test_acc"]
+        axis.bar(x, acc["mean"], yerr=acc["std"], color=COLOURS[arm], alpha=0.8, capsize=6)
+        axis.scatter([x] * len(acc["per_seed"]), acc["per_seed"], color="black", s=12, zorder=3)
+        axis.text(x, acc["mean"] + acc["std"] + 0.02, f"{acc['mean']:.3f}", ha="center")
+    styles = {"chance": ":", "majority": "--", "pixels_logreg": "-."}
+    for name, value in metrics["baselines"].items():
+        axis.axhline(value, color="grey", linestyle=styles[name], label=f"{name} {value:.3f}")
+    axis.set_xticks(range(len(paths.ARMS)), [LABELS[a] for a in paths.ARMS], fontsize=8)
+    axis.set(ylabel="test accuracy (per image)", ylim=(0, 1.05),
+             title=f"{metrics['preset']}: {metrics['n_train']} training images, {metrics['n_test']} test")  # fmt: skip
+    axis.legend(fontsize=8, loc="upper left")
+    save(figure, "comparison.png")
+    plt.close(figure)
+
+
+def plot_size(plt, metrics: dict) -> None:
+    figure, axis = plt.subplots(figsize=(6, 4))
+    for arm in paths.ARMS:
+        size, acc = metrics[arm]["file_size_mb"], metrics[arm]["test_acc"]
+        axis.errorbar(size["model"], acc["mean"], yerr=acc["std"], fmt="o", color=COLOURS[arm],
+                      capsize=4, label=f"{LABELS[arm]} (whole model)")  # fmt: skip
+        axis.errorbar(size["head"], acc["mean"], yerr=acc["std"], fmt="s", mfc="none", color=COLOURS[arm],
+                      capsize=4, label=f"{LABELS[arm]} (head file only)")  # fmt: skip
+    axis.set_xscale("log")
+    axis.set(xlabel="file size (MB, log scale)", ylabel="test accuracy", ylim=(0, 1.05), title="Accuracy vs file size")
+    axis.legend(fontsize=7)
+    save(figure, "size_vs_accuracy.png")
+    plt.close(figure)
+
+
+def plot_ablation(plt, ablation: dict, metrics: dict) -> None:
+    """Test accuracy of each recipe variant of the from-scratch ViT, against the pretrained arm."""
+    order = ablation["order"]
+    figure, axis = plt.subplots(figsize=(7, 4.2))
+    for x, variant in enumerate(order):
+        acc = ablation["variants"][variant]["test_acc"]
+        axis.bar(x, acc["mean"], yerr=acc["std"], color=COLOURS["scratch"], alpha=0.8, capsize=6)
+        axis.scatter([x] * len(acc["per_seed"]), acc["per_seed"], color="black", s=12, zorder=3)
+        axis.text(x, acc["mean"] + acc["std"] + 0.02, f"{acc['mean']:.3f}", ha="center")
+    pretrained = metrics["pretrained"]["test_acc"]["mean"]
+    axis.axhline(pretrained, color=COLOURS["pretrained"], label=f"{LABELS['pretrained']} {pretrained:.3f}")
+    styles = {"chance": ":", "majority": "--", "pixels_logreg": "-."}
+    for name, value in ablation["baselines"].items():
+        axis.axhline(value, color="grey", linestyle=styles[name], label=f"{name} {value:.3f}")
+    axis.set_xticks(range(len(order)), order, fontsize=8)
+    axis.set(xlabel="recipe (seed | paper) + options (aug: crop and flip, mean: mean-pooled patch tokens)",
+             ylabel="test accuracy (per image)", ylim=(0, 1.05),
+             title=f"ViT from scratch, {ablation['n_train']} training images, "
+                   f"{ablation['steps']} steps of {ablation['batch_size']}")  # fmt: skip
+    axis.legend(fontsize=7, loc="upper left")
+    save(figure, "ablation.png")
+    plt.close(figure)
+
+
+ATTENTION_LABELS = {"scratch": "from scratch", "pretrained": "pretrained + head"}
+
+
+def to_display(image: torch.Tensor) -> tuple:
+    """uint8 (C, H, W) -> an array and colour map for ``imshow``."""
+    if image.shape[0] == 1:
+        return image[0].numpy(), "gray"
+    return image.permute(1, 2, 0).numpy(), None
+
+
+def plot_attention(plt, panels: dict[str, dict], image_sets: dict[str, ImageSet], indices: list[int]) -> None:
+    layers = {arm: shown_layers(p["layers"].shape[1]) for arm, p in panels.items()}
+    columns = 2 + max(len(v) for v in layers.values())
+    rows = [(arm, i) for i in range(len(indices)) for arm in panels]
+    figure, axes = plt.subplots(len(rows), columns, figsize=(1.45 * columns, 1.6 * len(rows)), squeeze=False)
+    for row, (arm, i) in enumerate(rows):
+        image_set, panel = image_sets[arm], panels[arm]
+        image = image_set.images[indices[i]]
+        shown, cmap = to_display(image)
+        height, width = image.shape[-2:]
+        probabilities = panel["probabilities"][i]
+        predicted = int(probabilities.argmax())
+        truth = image_set.classes[int(image_set.labels[indices[i]])]
+        # layer maps from column 1, the rollout always in the last column
+        maps = {1 + n: (f"layer {k + 1}", panel["layers"][i, k]) for n, k in enumerate(layers[arm])}
+        maps[columns - 1] = ("rollout", panel["rollout"][i])
+        axes[row, 0].imshow(shown, cmap=cmap)
+        axes[row, 0].set_title(
+            f"{ATTENTION_LABELS[arm]}\n{truth} -> {image_set.classes[predicted]} {probabilities[predicted]:.2f}",
+            fontsize=7,
+        )
+        for column in range(1, columns):
+            axis = axes[row, column]
+            axis.axis("off")
+            if column in maps:
+                title, values = maps[column]
+                axis.imshow(shown, cmap=cmap)
+                axis.imshow(upsample_map(values, height, width).numpy(), cmap="inferno", alpha=0.6)
+                axis.set_title(title, fontsize=7)
+        axes[row, 0].set_xticks([])
+        axes[row, 0].set_yticks([])
+    figure.suptitle(
+        "Class token's attention over patches, mean over heads, per layer; rollout through all layers "
+        "(Abnar & Zuidema 2020). Each map on its own colour scale; first test image of each class",
+        fontsize=8,
+    )
+    save(figure, "attention.png")
+    plt.close(figure)
+
+
+def similarity_mosaic(similarity: torch.Tensor) -> torch.Tensor:
+    """(g, g, g, g) -> one (g*(g+1)-1, g*(g+1)-1) image of g x g small maps separated by NaN gaps."""
+    grid = similarity.shape[0]
+    side = grid * (grid + 1) - 1
+    mosaic = torch.full((side, side), float("nan"))
+    for i in range(grid):
+        for j in range(grid):
+            top, left = i * (grid + 1), j * (grid + 1)
+            mosaic[top : top + grid, left : left + grid] = similarity[i, j]
+    return mosaic
+
+
+def plot_position_similarity(plt, embeddings: dict[str, torch.Tensor]) -> None:
+    figure, axes = plt.subplots(1, len(embeddings), figsize=(5.2 * len(embeddings), 5), squeeze=False)
+    cmap = plt.get_cmap("viridis").with_extremes(bad="white")
+    for axis, (arm, pos_embedding) in zip(axes[0], embeddings.items(), strict=True):
+        similarity = position_similarity(pos_embedding)
+        grid = similarity.shape[0]
+        image = axis.imshow(similarity_mosaic(similarity).numpy(), cmap=cmap, vmin=-1, vmax=1)
+        centres = [i * (grid + 1) + (grid - 1) / 2 for i in range(grid)]
+        axis.set_xticks(centres, [str(i + 1) for i in range(grid)], fontsize=7)
+        axis.set_yticks(centres, [str(i + 1) for i in range(grid)], fontsize=7)
+        axis.set(
+            xlabel="input patch column",
+            ylabel="input patch row",
+            title=f"{ATTENTION_LABELS[arm]} ({grid}x{grid} patches)",
+        )
+    figure.colorbar(image, ax=axes[0].tolist(), shrink=0.8, label="cosine similarity")
+    figure.suptitle("Position embedding similarity (paper Fig. 7, centre): each small map is one position", fontsize=9)
+    save(figure, "position_similarity.png")
+    plt.close(figure)
+
+
+CURVE_COLOURS = {"scratch": "tab:red", "cnn": "tab:orange", "linear": "tab:blue", "finetune": "tab:green"}
+
+
+CURVE_LABELS = {
+    "scratch": "ViT from scratch",
+    "cnn": "small ResNet from scratch",
+    "linear": "pretrained, frozen + linear head",
+    "finetune": "pretrained, fine-tuned",
+}
+
+
+def plot_data_hunger(metrics: dict, arms, title: str) -> None:
+    """Test accuracy against training images per class (log x): mean line, mean ± std band per arm."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 4.5))
+    for arm in arms:
+        sizes = sorted(metrics[arm], key=int)
+        x = [int(n) for n in sizes]
+        mean = [metrics[arm][n]["mean"] for n in sizes]
+        std = [metrics[arm][n]["std"] for n in sizes]
+        label = f"{CURVE_LABELS[arm]} ({parameter_count(metrics['trained_parameters'][arm])} trained params)"
+        axis.plot(x, mean, "o-", color=CURVE_COLOURS[arm], label=label)
+        low, high = [m - s for m, s in zip(mean, std, strict=True)], [m + s for m, s in zip(mean, std, strict=True)]
+        axis.fill_between(x, low, high, color=CURVE_COLOURS[arm], alpha=0.2, linewidth=0)
+    sizes = sorted(metrics["baselines"], key=int)
+    x = [int(n) for n in sizes]
+    base = metrics["baselines"]
+    fitted = [n for n in sizes if "pixels_logreg" in base[n]]
+    if fitted:
+        axis.plot([int(n) for n in fitted], [base[n]["pixels_logreg"] for n in fitted], "s-.", color="grey",
+                  label="logistic regression on pixels")  # fmt: skip
+    axis.plot(x, [base[n]["majority"] for n in sizes], "--", color="black", alpha=0.6, label="majority class")
+    axis.axhline(base[sizes[0]]["chance"], color="grey", linestyle=":", label="chance")
+    axis.set_xscale("log")
+    axis.set(xlabel="training images per class (log scale)", ylabel="test accuracy (per image)", ylim=(0, 1.02),
+             title=title)  # fmt: skip
+    axis.legend(fontsize=8, loc="lower right")
+    save(figure, "data_hunger.png")
+    plt.close(figure)

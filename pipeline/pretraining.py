@@ -1,0 +1,88 @@
+"""The backbone: pretrained inside the pipeline (offline) or torchvision's ImageNet weights (paper), and
+loading it frozen for the arms that build on it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline import paths
+from pipeline.config import Params
+from pipeline.data import batch_preparer, load_split
+from pipeline.engine import Recipe, count_parameters, train
+from pipeline.errors import UserError
+from pipeline.fetch import download
+from pipeline.files import load_tensors
+from pipeline.model import ViT, state_dict_mismatch, vit_config
+from pipeline.runtime import Runtime, resolve_runtime, seed_everything
+from pipeline.tracking import stage_tracker
+
+
+def pretrain(params: Params) -> tuple[dict, list[dict], dict]:
+    pool_train, pool_test = load_split(paths.PREPARED / "pool_train.pt"), load_split(paths.PREPARED / "pool_test.pt")
+    runtime = resolve_runtime(params.runtime)
+    cfg = params.backbone
+    generator = seed_everything(cfg.seed)
+    model = ViT(vit_config(params.offline.model, num_classes=len(pool_train.classes))).to(runtime.device)
+    recipe = Recipe(
+        lr=cfg.lr, batch_size=cfg.batch_size, epochs=cfg.epochs, optimizer="adamw", weight_decay=cfg.weight_decay,
+        schedule="cosine", warmup_fraction=cfg.warmup_fraction, grad_clip=cfg.grad_clip,
+    )  # fmt: skip
+    with stage_tracker(params, "backbone", seed=cfg.seed, runtime=runtime, source="pretrain") as tracker:
+
+        def report(record: dict) -> None:
+            tracker.log_metrics({k: v for k, v in record.items() if k != "epoch"}, step=record["epoch"])
+            print(
+                f"backbone epoch {record['epoch']}: "
+                + ", ".join(f"{k} {v:.4f}" for k, v in record.items() if k != "epoch")
+            )
+
+        history = train(
+            model, pool_train.images, pool_train.labels, recipe, runtime, generator,
+            prepare=batch_preparer(pool_train, cfg.augment),
+            test_inputs=pool_test.images, test_labels=pool_test.labels, eval_batch_size=params.evaluate.batch_size,
+            on_epoch=report, description="backbone",
+        )  # fmt: skip
+    state = {k: v.cpu() for k, v in model.state_dict().items()}
+    summary = {
+        "source": "pretrain",
+        "pool_classes": pool_train.classes,
+        "n_pretrain": len(pool_train),
+        "pool_test_acc": history[-1]["test_acc"],
+        "pool_test_loss": history[-1]["test_loss"],
+        "params": count_parameters(model),
+    }
+    return state, history, summary
+
+
+def torchvision_weights(params: Params) -> tuple[dict, list[dict], dict]:
+    cfg = params.paper
+    path = download(cfg.weights_url, paths.DOWNLOADS / Path(cfg.weights_url).name, cfg.weights_sha256)
+    state = load_tensors(path)
+    head = state.get("heads.head.weight")
+    model = ViT(vit_config(cfg.backbone_model, num_classes=head.shape[0] if head is not None else 1000))
+    try:
+        model.load_state_dict(state, strict=True)  # torchvision's legacy MLP names load too (model.MLPBlock)
+    except RuntimeError:
+        raise UserError(
+            f"the weights at {cfg.weights_url} do not fit paper.backbone_model {cfg.backbone_model!r} "
+            f"({state_dict_mismatch(model, state)}); check that paper.weights_url and paper.backbone_model "
+            "name the same architecture"
+        ) from None
+    summary = {"source": "torchvision", "url": cfg.weights_url, "params": count_parameters(model)}
+    return model.state_dict(), [], summary
+
+
+def load_backbone(params: Params, runtime: Runtime) -> ViT:
+    """Our ViT with the backbone's weights, frozen and in eval mode."""
+    state = load_tensors(paths.BACKBONE)
+    num_classes = state["heads.head.weight"].shape[0]
+    backbone = ViT(vit_config(params.backbone_model_name, num_classes=num_classes))
+    try:
+        backbone.load_state_dict(state, strict=True)
+    except RuntimeError as error:
+        raise UserError(
+            f"{paths.BACKBONE} does not fit model {params.backbone_model_name!r} ({str(error).splitlines()[0]}); "
+            "rerun the backbone stage (`dvc repro backbone`)"
+        ) from None
+    backbone.requires_grad_(False)
+    return backbone.to(runtime.device).eval()

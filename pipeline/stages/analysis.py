@@ -1,0 +1,59 @@
+"""Stage analysis: where the trained ViTs attend, what their position embeddings learned, and how the
+pretrained arm copes with another input size (paper Sec. 3.2 and 4.5, Fig. 6 and 7; seeds 001 and 003).
+
+Writes ``plots/attention.png`` (class-token attention per layer and attention rollout, both arms, the
+first test image of each class), ``plots/position_similarity.png`` (Fig. 7 centre, both arms) and
+``metrics/resolution.json`` (the pretrained arm at its training size and at about 1.5x, with bicubically
+interpolated position embeddings and bilinearly upsampled test images; no fine-tuning at the new size).
+"""
+
+from __future__ import annotations
+
+from pipeline import paths
+from pipeline.arms.linear import load_pretrained
+from pipeline.arms.scratch import load_scratch
+from pipeline.attention import attention_panels, first_of_each_class, resolution_change
+from pipeline.config import load_params
+from pipeline.data import load_split
+from pipeline.errors import stage_main
+from pipeline.files import write_json
+from pipeline.plotting import plot_attention, plot_position_similarity
+from pipeline.runtime import resolve_runtime
+
+
+@stage_main
+def main() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    params = load_params()
+    runtime = resolve_runtime(params.runtime)
+    first = params.seeds[0]
+    image_sets = {arm: load_split(paths.prepared_split(arm, "test")) for arm in paths.ARMS}
+    num_classes = len(image_sets["scratch"].classes)
+    models = {
+        "scratch": load_scratch(params, num_classes, first, runtime),
+        "pretrained": load_pretrained(params, num_classes, first, runtime),
+    }
+    indices = first_of_each_class(image_sets["scratch"].labels)
+    panels = {arm: attention_panels(models[arm], image_sets[arm], indices, runtime) for arm in paths.ARMS}
+    plot_attention(plt, panels, image_sets, indices)
+    plot_position_similarity(plt, {arm: models[arm].encoder.pos_embedding.cpu() for arm in paths.ARMS})
+
+    resolution = resolution_change(params, image_sets["pretrained"], runtime)
+    write_json(paths.METRICS / "resolution.json", resolution)
+    for key in ("train_size", "other_size"):
+        acc = resolution[key]["test_acc"]
+        print(
+            f"analysis: pretrained at {resolution[key]['size']}px: test accuracy {acc['mean']:.4f} ± {acc['std']:.4f} "
+            f"over seeds {params.seeds}"
+        )
+    print(
+        f"analysis: wrote attention.png, position_similarity.png to {paths.PLOTS}/ and {paths.METRICS}/resolution.json"
+    )
+
+
+if __name__ == "__main__":
+    main()

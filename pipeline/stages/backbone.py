@@ -1,0 +1,32 @@
+"""Stage backbone: models/backbone.pt, our ViT's state dict, pretrained without the target task.
+
+``offline``: supervised pretraining on the Fashion-MNIST classes that are not targets (AdamW,
+warmup + cosine decay, gradient clipping, crop/flip augmentation). ``paper``: torchvision's
+ImageNet ViT-B/16 weights, downloaded, hash-checked and loaded into our ViT with ``strict=True``.
+"""
+
+from __future__ import annotations
+
+import time
+
+from pipeline import paths
+from pipeline.config import load_params
+from pipeline.errors import stage_main
+from pipeline.files import save_tensors, write_json, write_text
+from pipeline.history import history_csv
+from pipeline.pretraining import pretrain, torchvision_weights
+
+
+@stage_main
+def main() -> None:
+    params = load_params()
+    started = time.time()
+    state, history, summary = pretrain(params) if params.preset == "offline" else torchvision_weights(params)
+    save_tensors(paths.BACKBONE, state)
+    write_text(paths.HISTORY / "backbone.csv", history_csv(history))
+    write_json(paths.METRICS / "backbone.json", summary)
+    print(f"backbone: {summary['source']}, {summary['params']:,} parameters, {time.time() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""Stage data_hunger: the sweep's points gathered into metrics/data_hunger.json and plots/data_hunger.png.
+
+The paper's point is a curve: pretraining matters most when data is scarce, and the gap closes as
+data grows. The JSON is ``{arm: {n_train_per_class: {mean, std, per_seed}}}`` (test accuracy over the
+whole test set) plus ``baselines`` per size: chance, the majority training class and, up to
+``data_hunger.logreg_max_per_class``, a logistic regression on raw pixels fit on the same nested subset.
+"""
+
+from __future__ import annotations
+
+from pipeline import paths
+from pipeline.arms import ARMS
+from pipeline.config import load_params
+from pipeline.curve import aggregate, baselines, read_points, sweep_sizes, sweep_train_set
+from pipeline.data import load_split
+from pipeline.errors import UserError, stage_main
+from pipeline.files import write_json
+from pipeline.plotting import plot_data_hunger
+
+
+@stage_main
+def main() -> None:
+    params = load_params()
+    summaries = read_points()
+    sizes = [s["n_train_per_class"] for s in summaries[ARMS[0]]]
+    train_all = sweep_train_set(params, "scratch")
+    if sizes != sweep_sizes(params, train_all.labels, len(train_all.classes)):
+        raise UserError(f"the sweep's sizes {sizes} do not match params.yaml's; rerun `dvc repro`")
+    test_set = load_split(paths.prepared_split("scratch", "test"))
+    metrics = aggregate(summaries, baselines(train_all, test_set, sizes, params.data_hunger.logreg_max_per_class))
+    metrics["preset"] = params.preset
+    write_json(paths.METRICS / "data_hunger.json", metrics)
+    seeds = len(summaries[ARMS[0]][0]["test_acc"]["per_seed"])
+    title = (f"{params.preset}: test accuracy vs training-set size "
+             f"({metrics['steps']} steps of {metrics['batch_size']} per run, {seeds} seeds)")  # fmt: skip
+    plot_data_hunger(metrics, ARMS, title)
+    for arm in ARMS:
+        row = ", ".join(f"{n}: {v['mean']:.3f}" for n, v in metrics[arm].items())
+        print(f"data_hunger {arm}: {row}")
+
+
+if __name__ == "__main__":
+    main()

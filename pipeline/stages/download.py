@@ -1,0 +1,68 @@
+"""Stage download: the preset's raw dataset into data/raw/, verified, never half-written."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from pipeline import paths
+from pipeline.config import PaperConfig, load_params
+from pipeline.data import list_image_folder
+from pipeline.errors import UserError, stage_main
+from pipeline.fashion_mnist import obtain_fashion_mnist
+from pipeline.fetch import download, safe_extract_zip
+from pipeline.files import atomic_dir
+
+
+def find_split_root(folder: Path) -> Path:
+    """The folder holding ``train/`` and ``test/``: ``folder`` itself or its only subfolder."""
+    if (folder / "train").is_dir():
+        return folder
+    children = [p for p in folder.iterdir() if p.is_dir() and not p.name.startswith((".", "__MACOSX"))]
+    if len(children) == 1 and (children[0] / "train").is_dir():
+        return children[0]
+    raise UserError(f"{folder} has no train/ and test/ folders; the dataset must be in ImageFolder layout")
+
+
+def copy_tree_atomically(source: Path, target: Path) -> None:
+    """Copies ``source`` to ``target`` through a temporary folder, so ``target`` is whole or absent."""
+    with atomic_dir(target) as tmp:
+        shutil.copytree(source, tmp, dirs_exist_ok=True)
+
+
+def obtain_image_folder(config: PaperConfig, target: Path, downloads: Path) -> Path:
+    """The paper preset's images in ``target/{train,test}/<class>/``, from a local folder or the pinned zip."""
+    if config.folder:
+        source = Path(config.folder).expanduser()
+        if not source.is_dir():
+            raise UserError(f'paper.folder {source} is not a folder; fix the path in params.yaml or set it to ""')
+        list_image_folder(find_split_root(source))  # reject a bad layout before copying anything
+        copy_tree_atomically(find_split_root(source), target)
+        return target
+    archive = download(config.url, downloads / Path(config.url).name, config.sha256)
+    extracted = safe_extract_zip(
+        archive, target.with_name(target.name + ".extracted"), max_bytes=config.max_extract_mb << 20
+    )
+    try:
+        root = find_split_root(extracted)
+        list_image_folder(root)
+        copy_tree_atomically(root, target)
+    finally:
+        shutil.rmtree(extracted, ignore_errors=True)
+    return target
+
+
+@stage_main
+def main() -> None:
+    params = load_params()
+    if params.preset == "offline":
+        where = obtain_fashion_mnist(
+            paths.RAW / "fashion-mnist", debian_dir=Path(params.offline.debian_dir), mirror=params.offline.mirror
+        )
+    else:
+        where = obtain_image_folder(params.paper, paths.RAW / "images", paths.DOWNLOADS)
+    print(f"download: {params.preset} dataset ready in {where}")
+
+
+if __name__ == "__main__":
+    main()

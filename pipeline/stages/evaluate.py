@@ -1,0 +1,59 @@
+"""Stage evaluate: per-image test metrics of both arms over seeds, with baselines, sizes and counts.
+
+Writes ``metrics/evaluate.json`` (the contract users diff across commits; keep its names stable)
+and, for `dvc plots`, each arm's first-seed predictions as ``plots/confusion/<arm>.csv``.
+"""
+
+from __future__ import annotations
+
+from pipeline import paths
+from pipeline.arms.linear import evaluate_pretrained
+from pipeline.arms.scratch import evaluate_scratch
+from pipeline.config import load_params
+from pipeline.data import load_split
+from pipeline.engine import count_parameters
+from pipeline.errors import stage_main
+from pipeline.files import write_json, write_text
+from pipeline.metrics import (
+    baselines,
+    confusion,
+    predictions_csv,
+    summarise,
+)
+from pipeline.runtime import resolve_runtime
+
+
+@stage_main
+def main() -> None:
+    params = load_params()
+    runtime = resolve_runtime(params.runtime)
+    train_set = load_split(paths.prepared_split("scratch", "train"))
+    test_set = load_split(paths.prepared_split("scratch", "test"))
+    pretrained_test = load_split(paths.prepared_split("pretrained", "test"))
+    classes, labels = test_set.classes, test_set.labels
+    first = params.seeds[0]
+
+    metrics = {"preset": params.preset, "n_train": len(train_set), "n_test": len(test_set), "classes": classes}
+    matrices = {}
+    scratch, scratch_model = evaluate_scratch(params, test_set, runtime)
+    pretrained, pretrained_model = evaluate_pretrained(params, pretrained_test, runtime)
+    head_params = pretrained_model.heads.head.weight.numel() + pretrained_model.heads.head.bias.numel()
+    for arm, results, model, trainable in (
+        ("scratch", scratch, scratch_model, count_parameters(scratch_model)),
+        ("pretrained", pretrained, pretrained_model, head_params),
+    ):
+        metrics[arm] = summarise(results, labels, classes, model, trainable)
+        matrices[arm] = {str(seed): confusion(labels, r.predictions, len(classes)) for seed, r in results.items()}
+        write_text(paths.CONFUSION / f"{arm}.csv", predictions_csv(labels, results[first].predictions, classes))
+    metrics["baselines"] = baselines(train_set.images, train_set.labels, test_set.images, labels, len(classes))
+    metrics["runtime"] = runtime.describe()
+    write_json(paths.METRICS / "evaluate.json", metrics)
+    write_json(paths.CONFUSION / "matrices.json", {"classes": classes, "matrices": matrices})
+    for arm in ("scratch", "pretrained"):
+        acc = metrics[arm]["test_acc"]
+        print(f"evaluate: {arm} test accuracy {acc['mean']:.4f} ± {acc['std']:.4f} over seeds {params.seeds}")
+    print(f"evaluate: baselines {metrics['baselines']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""Stage finetune_head: freeze the pretrained backbone and train a new linear head, per seed.
+
+The frozen backbone's features are computed once; training the head on them is the same as
+seed 000's per-epoch forward through the frozen model (tests/test_pipeline_units.py proves it),
+only 10x cheaper for 10 epochs.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from pipeline import paths
+from pipeline.arms.linear import head_state
+from pipeline.config import load_params
+from pipeline.data import batch_preparer, load_split
+from pipeline.engine import Recipe, extract_features, train
+from pipeline.errors import stage_main
+from pipeline.files import atomic_dir, file_sha256, save_tensors, write_text
+from pipeline.history import FIELDS, history_csv, mean_over_seeds, with_seed
+from pipeline.pretraining import load_backbone
+from pipeline.runtime import resolve_runtime, seed_everything
+from pipeline.tracking import stage_tracker
+
+
+@stage_main
+def main() -> None:
+    params = load_params()
+    runtime = resolve_runtime(params.runtime)
+    train_set = load_split(paths.prepared_split("pretrained", "train"))
+    test_set = load_split(paths.prepared_split("pretrained", "test"))
+    backbone = load_backbone(params, runtime)
+    batch = params.evaluate.batch_size
+    train_features = extract_features(backbone, train_set.images, runtime, batch, batch_preparer(train_set, False))
+    test_features = extract_features(backbone, test_set.images, runtime, batch, batch_preparer(test_set, False))
+    cfg = params.head_recipe
+    recipe = Recipe(lr=cfg.lr, batch_size=cfg.batch_size, epochs=cfg.epochs, optimizer="adam")
+    backbone_hash = file_sha256(paths.BACKBONE)
+    histories = {}
+    with atomic_dir(paths.HEAD_MODELS) as folder:  # every seed's head, or the previous folder untouched
+        for seed in params.seeds:
+            generator = seed_everything(seed)
+            head = nn.Linear(backbone.config.hidden_dim, len(train_set.classes)).to(runtime.device)
+            with stage_tracker(
+                params, "finetune_head", seed=seed, runtime=runtime, arm="pretrained", backbone_sha256=backbone_hash
+            ) as tracker:
+
+                def report(record: dict, seed: int = seed, tracker=tracker) -> None:
+                    tracker.log_metrics({k: v for k, v in record.items() if k != "epoch"}, step=record["epoch"])
+                    print(f"pretrained seed {seed} epoch {record['epoch']}: test_acc {record['test_acc']:.4f}")
+
+                histories[seed] = train(
+                    head, train_features, train_set.labels, recipe, runtime, generator,
+                    test_inputs=test_features, test_labels=test_set.labels, on_epoch=report, eval_batch_size=batch,
+                )  # fmt: skip
+                last = histories[seed][-1]
+                tracker.log_metrics({"final_test_acc": last["test_acc"], "final_test_loss": last["test_loss"]})
+            save_tensors(folder / paths.head_model(seed).name, head_state(head))
+    write_text(paths.HISTORY / "pretrained.csv", history_csv(mean_over_seeds(histories)))
+    write_text(paths.HISTORY / "pretrained_seeds.csv", history_csv(with_seed(histories), ["seed", *FIELDS]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""Stage prepare: decode and resize every image once into uint8 tensor files, plus a manifest.
+
+Offline preset: the target classes' few-shot train set and whole test set, every training image of
+the target classes (``train_all``, for the data-hunger sweep), and the pretraining pool (every image
+of the other classes). Paper preset: the ImageFolder train and test splits, once
+per input transform (``scratch``: squashed to the model size; ``pretrained``: the weights' resize
+and centre crop, normalised with ImageNet statistics).
+
+Every file goes into a temporary folder that replaces ``data/prepared`` whole once all are written,
+so an unreadable image found halfway (or a kill) leaves the previous prepared data untouched.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from pipeline import paths
+from pipeline.config import load_params
+from pipeline.data import paper_views, prepare_image_folder
+from pipeline.errors import stage_main
+from pipeline.fashion_mnist import prepare_offline
+from pipeline.files import atomic_dir, write_json, write_text
+from pipeline.model import vit_config
+
+
+def sizes(model_name: str) -> tuple[int, int]:
+    config = vit_config(model_name)
+    return config.image_size, config.in_channels
+
+
+@stage_main
+def main() -> None:
+    params = load_params()
+    with atomic_dir(paths.PREPARED) as out:
+        if params.preset == "offline":
+            cfg = params.offline
+            raw = paths.RAW / "fashion-mnist"
+            result = prepare_offline(raw, out, cfg.classes, cfg.train_per_class, *sizes(cfg.model))
+        else:
+            views = paper_views(sizes(params.paper.model), sizes(params.paper.backbone_model))
+            result = prepare_image_folder(paths.RAW / "images", out, views, params.images.max_pixels)
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(["split", "source", "class", "sha256"])
+        writer.writerows(result["manifest"])
+        write_text(out / "manifest.csv", buffer.getvalue())
+        info = {k: result[k] for k in ("classes", "pool_classes", "counts")}
+        write_json(out / "info.json", {"preset": params.preset, **info})
+    print(f"prepare: {params.preset}, classes {result['classes']}, images per split {result['counts']}")
+
+
+if __name__ == "__main__":
+    main()

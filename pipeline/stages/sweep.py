@@ -1,0 +1,94 @@
+"""Stage sweep: one point of the data-hunger curve, one arm at one training-set size, once per seed.
+
+``python -m pipeline.sweep <arm> <point>``; dvc.yaml runs it as two matrices, ``sweep_scratch``
+(arm scratch/cnn x point 0..5) and ``sweep_pretrained`` (arm linear/finetune x point 0..5), and
+``data_hunger`` gathers them.
+
+Arms: ``scratch`` (the same ViT from random initialisation), ``cnn`` (a small ResNet of about the
+same parameter count, :mod:`pipeline.cnn`, with the scratch arm's recipe: the inductive-bias
+baseline), ``linear`` (the pretrained backbone frozen, a new linear head on features computed once)
+and ``finetune`` (the whole pretrained backbone trained, with a new zero-initialised head, as the
+paper fine-tunes). Every run takes the same fixed
+number of optimiser steps of ``batch_size`` images whatever the set size, so a point costs the same
+at 10 images per class as at 6000, and the test set is evaluated once, at the end.
+
+Sizes: a point is an index into ``data_hunger.offline_sizes`` (images per class) or, for the paper
+preset, ``data_hunger.paper_fractions`` (times the largest class's count, each class clipped to what
+it has). Subsets are nested: each class's images are put in one fixed random order (seed
+``SUBSET_SEED``, never chosen by test score) and a size takes the first ``n`` of each class.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from pipeline.arms import ARMS, arm_module
+from pipeline.config import SWEEP_POINTS, Params, load_params
+from pipeline.curve import point_path
+from pipeline.errors import UserError, stage_main
+from pipeline.files import write_json
+from pipeline.metrics import spread
+from pipeline.runtime import resolve_runtime
+from pipeline.tracking import stage_tracker
+
+
+def run_point(params: Params, arm: str, point: int) -> dict:
+    """Every seed of one arm at one size; returns the point's summary (written as JSON by ``main``)."""
+    runtime = resolve_runtime(params.runtime)
+    module = arm_module(arm)  # by name: dvc.yaml lists only this arm's module among the item's deps
+    data = module.point_data(params, point, runtime)
+    n, cfg = data["n"], params.data_hunger
+    accuracies, losses, train_losses = [], [], []
+    for seed in params.seeds:
+        started = time.perf_counter()
+        with stage_tracker(
+            params, f"sweep-{arm}-{n}", seed=seed, runtime=runtime, arm=arm, n_train_per_class=str(n), point=str(point)
+        ) as tracker:
+            last, accuracy, loss, trained_parameters = module.run_seed(params, data, runtime, seed)
+            tracker.log_metrics(
+                {"train_loss": last["train_loss"], "train_acc": last["train_acc"], "test_acc": accuracy,
+                 "test_loss": loss, "final_test_acc": accuracy, "final_test_loss": loss}, step=cfg.steps,
+            )  # fmt: skip
+        accuracies.append(accuracy)
+        losses.append(loss)
+        train_losses.append(last["train_loss"])
+        print(
+            f"sweep {arm} n={n}/class seed {seed}: test_acc {accuracy:.4f}, {cfg.steps} steps in "
+            f"{time.perf_counter() - started:.1f} s"
+        )
+    return {
+        "arm": arm,
+        "point": point,
+        "n_train_per_class": n,
+        "n_train": len(data["train_labels"]),
+        "n_test": len(data["test_labels"]),
+        "steps": cfg.steps,
+        "batch_size": cfg.batch_size,
+        "trained_parameters": trained_parameters,
+        "test_acc": spread(accuracies),
+        "test_loss": spread(losses),
+        "train_loss": spread(train_losses),
+        "runtime": runtime.describe(),
+    }
+
+
+def parse_args(argv: list[str]) -> tuple[str, int]:
+    usage = f"usage: python -m pipeline.stages.sweep <arm: {'|'.join(ARMS)}> <point: 0..{SWEEP_POINTS - 1}>"
+    if len(argv) != 2 or argv[0] not in ARMS or not argv[1].isdigit() or int(argv[1]) >= SWEEP_POINTS:
+        raise UserError(f"{usage}, got {argv}")
+    return argv[0], int(argv[1])
+
+
+@stage_main
+def main() -> None:
+    arm, point = parse_args(sys.argv[1:])
+    params = load_params()
+    summary = run_point(params, arm, point)
+    write_json(point_path(arm, point), summary)
+    acc = summary["test_acc"]
+    print(f"sweep {arm} n={summary['n_train_per_class']}/class: test_acc {acc['mean']:.4f} ± {acc['std']:.4f}")
+
+
+if __name__ == "__main__":
+    main()

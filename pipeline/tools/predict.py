@@ -1,0 +1,120 @@
+"""Class probabilities for your own images from a trained model in ``models/``.
+
+    python -m pipeline.predict photo.jpg other.png [--model scratch|pretrained] [--seed S] [--invert]
+
+Each image gets its arm's input transform (paper preset: the scratch arm squashes to the model size,
+the pretrained arm resizes and centre-crops like torchvision's weights; offline preset: both arms
+squash to the model size, in greyscale when the model takes one channel) and the mean/std stored with
+the arm's prepared data. Prints one line per image, classes sorted by probability.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+from pipeline import paths
+from pipeline.arms.linear import load_pretrained
+from pipeline.arms.scratch import load_scratch
+from pipeline.config import Params, load_params
+from pipeline.data import ImageSet, ImageTooLargeError, decode_image, load_split
+from pipeline.errors import UserError, stage_main
+from pipeline.model import ViT
+from pipeline.runtime import Runtime, resolve_runtime
+
+INVERT_HELP = (
+    "invert grey levels (255 - value) before the model sees them. Fashion-MNIST garments are light on a "
+    "black background, so a photo of a garment on a light background looks inverted to the offline "
+    "preset's models; pass --invert for such photos"
+)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline.predict",
+        description="Class probabilities for your own images (JPEG, PNG, ... of any size, grey or colour) "
+        "from a model trained by `dvc repro`.",
+        epilog="Offline preset (Fashion-MNIST): the models saw white garments on a black background; "
+        "use --invert for ordinary photos of a garment on a light background.",
+    )
+    parser.add_argument("images", nargs="+", type=Path, help="image files")
+    parser.add_argument("--model", choices=paths.ARMS, default="pretrained", help="which arm (default: pretrained)")
+    parser.add_argument("--seed", type=int, default=None, help="which seed's model (default: the first in params)")
+    parser.add_argument("--invert", action="store_true", help=INVERT_HELP)
+    return parser.parse_args(argv)
+
+
+def transform_mode(params: Params, arm: str) -> str:
+    """The arm's decode mode: "crop" only for the paper preset's pretrained view, else "resize"."""
+    return "crop" if params.preset == "paper" and arm == "pretrained" else "resize"
+
+
+def load_model(params: Params, arm: str, seed: int, num_classes: int, runtime: Runtime) -> ViT:
+    """The trained model of ``arm`` and ``seed``, in eval mode.
+
+    Raises:
+        UserError: the model file is missing (run `dvc repro` or `dvc pull`) or does not fit.
+    """
+    needed = [paths.scratch_model(seed)] if arm == "scratch" else [paths.BACKBONE, paths.head_model(seed)]
+    for path in needed:
+        if not path.is_file():
+            raise UserError(
+                f"{path} is missing: no trained {arm} model for seed {seed}. Run `dvc repro` to train it "
+                "(or `dvc pull` to fetch the team's), or pick a trained seed with --seed"
+            )
+    if arm == "scratch":
+        return load_scratch(params, num_classes, seed, runtime)
+    return load_pretrained(params, num_classes, seed, runtime)
+
+
+def load_image(path: Path, size: int, mode: str, channels: int, invert: bool, max_pixels: int) -> torch.Tensor:
+    """One image file -> uint8 (C, size, size) in the arm's transform, inverted if asked."""
+    if not path.is_file():
+        raise UserError(f"{path} does not exist or is not a file")
+    try:
+        image = decode_image(path, size, mode, channels, max_pixels)
+    except ImageTooLargeError:
+        raise
+    except UserError:
+        raise UserError(f"{path} is not a readable image; give a JPEG, PNG or other image file") from None
+    return 255 - image if invert else image
+
+
+@torch.inference_mode()
+def predict(model: ViT, image_set: ImageSet, images: torch.Tensor, runtime: Runtime) -> torch.Tensor:
+    """uint8 (B, C, H, W) -> class probabilities (B, K), float32."""
+    inputs = image_set.normalise(images).to(runtime.device)
+    with runtime.autocast():
+        logits = model(inputs)
+    return torch.softmax(logits.float(), dim=-1).cpu()
+
+
+def format_line(path: Path, probabilities: torch.Tensor, classes: list[str]) -> str:
+    order = torch.argsort(probabilities, descending=True, stable=True)
+    return f"{path}: " + "  ".join(f"{classes[int(k)]} {probabilities[k]:.3f}" for k in order)
+
+
+@stage_main
+def main() -> None:
+    args = parse_args(sys.argv[1:])
+    params = load_params()
+    arm = args.model
+    seed = params.seeds[0] if args.seed is None else args.seed
+    runtime = resolve_runtime(params.runtime)
+    image_set = load_split(paths.prepared_split(arm, "test"))  # classes and the arm's mean/std
+    model = load_model(params, arm, seed, len(image_set.classes), runtime)
+    config = model.config
+    mode = transform_mode(params, arm)
+    max_pixels = params.images.max_pixels
+    images = torch.stack(
+        [load_image(p, config.image_size, mode, config.in_channels, args.invert, max_pixels) for p in args.images]
+    )
+    for path, probabilities in zip(args.images, predict(model, image_set, images, runtime), strict=True):
+        print(format_line(path, probabilities, image_set.classes))
+
+
+if __name__ == "__main__":
+    main()

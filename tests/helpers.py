@@ -1,0 +1,107 @@
+"""Helpers shared by the unit tests: the committed params as a mapping, tiny models and fixed logits."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+import yaml
+from torch import nn
+
+from pipeline.model import ViT, vit_config
+from pipeline.runtime import Runtime
+
+ROOT = Path(__file__).resolve().parents[1]
+CPU = Runtime(torch.device("cpu"), "fp32")
+
+
+def raw_params() -> dict:
+    """The committed params.yaml as a plain mapping, to edit one value per test."""
+    return yaml.safe_load((ROOT / "params.yaml").read_text())
+
+
+def with_value(data: dict, dotted: str, value) -> dict:
+    data = copy.deepcopy(data)
+    *sections, last = dotted.split(".")
+    node = data
+    for section in sections:
+        node = node.setdefault(section, {})
+    node[last] = value
+    return data
+
+
+class FixedLogits(nn.Module):
+    """Returns its inputs as logits; the parameter gets a zero gradient, so Adam never moves anything.
+
+    This makes every train/eval accuracy a known function of the data, whatever the batch order.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unused = nn.Parameter(torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 0 * self.unused
+
+
+def logits_correct_for(labels: torch.Tensor, correct: torch.Tensor, num_classes: int = 3) -> torch.Tensor:
+    """Logits (N, K) whose argmax is the label where ``correct`` and another class elsewhere."""
+    predicted = torch.where(correct, labels, (labels + 1) % num_classes)
+    return F.one_hot(predicted, num_classes).float() * 2.0
+
+
+def tiny_vit(seed: int = 0, num_classes: int = 3) -> ViT:
+    torch.manual_seed(seed)
+    model = ViT(vit_config("tiny", num_classes=num_classes))
+    with torch.no_grad():  # the zero-initialised head would hide every difference in the logits
+        nn.init.normal_(model.heads.head.weight, std=0.5)
+    return model
+
+
+PAYLOAD = b"vision transformer " * 1000
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def tree(root: Path) -> set[str]:
+    """Every file and folder under ``root``, relative, so a test can see exactly what was left behind."""
+    return {str(p.relative_to(root)) for p in root.rglob("*")}
+
+
+FP32_EPS = torch.finfo(torch.float32).eps
+
+
+def assert_close_fp32(actual: torch.Tensor, expected: torch.Tensor, terms: int, slack: float = 8.0) -> None:
+    """Equal up to fp32 rounding: ``slack * eps * sqrt(terms)`` times the largest magnitude compared.
+
+    A sum of ``terms`` fp32 products comes out in another order on another CPU kind (AVX2 against
+    AVX-512), so a fixed absolute tolerance that holds on one kind can miss on the other; the error of
+    a reordered sum grows with its magnitude and, in expectation, with the square root of its length.
+    A real bug (a wrong weight, a transposed patch) moves values by their own size, far above this.
+    """
+    scale = max(expected.abs().max().item(), actual.abs().max().item(), 1e-30)
+    tolerance = slack * FP32_EPS * terms**0.5 * scale
+    difference = (actual.double() - expected.double()).abs().max().item()
+    assert difference <= tolerance, f"max |difference| {difference:.3e} exceeds {tolerance:.3e} (scale {scale:.3f})"
+
+
+def png_claiming(width: int, height: int) -> bytes:
+    """A few hundred bytes of greyscale PNG whose header claims ``width`` x ``height`` pixels.
+
+    Its pixel data is a stub: only a reader that trusts the header and starts decoding gets further
+    than the size check, so a refusal from the header alone is observable."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
+    )

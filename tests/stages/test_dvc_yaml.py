@@ -1,0 +1,108 @@
+"""dvc.yaml is honest and the layout stays a library plus thin stages: every stage lists exactly the
+pipeline modules its command imports, so a code change reruns the stages it affects and no others;
+no stage or tool imports a stage; stage modules stay short."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+STAGES = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+STAGE_FILES = sorted((REPO / "pipeline" / "stages").glob("[!_]*.py"))
+TOOL_FILES = sorted((REPO / "pipeline" / "tools").glob("[!_]*.py"))
+LIBRARY_FILES = sorted((REPO / "pipeline").glob("[!_]*.py"))
+STAGE_LINE_CAP = 100
+
+
+def module_path(dotted: str) -> Path:
+    """``pipeline.x.y`` -> pipeline/x/y.py (or the package's __init__.py)."""
+    base = REPO / Path(*dotted.split("."))
+    return base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py"
+
+
+def direct_imports(path: Path) -> set[str]:
+    """Every ``pipeline.*`` module ``path`` imports, anywhere in the file (lazy imports too)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module == "pipeline":
+            found |= {f"pipeline.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pipeline."):
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.startswith("pipeline.")}
+    return found
+
+
+def imported_modules(module: str) -> set[str]:
+    """``module`` and every ``pipeline.*`` module it imports, transitively, as file paths (no __init__.py)."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        todo += direct_imports(module_path(name))
+    files = {module_path(name) for name in seen}
+    return {str(path.relative_to(REPO)) for path in files if path.read_text().strip()}  # empty __init__s aside
+
+
+def stage_arms(spec: dict) -> list[str]:
+    """The arms a sweep stage runs: its command's first argument, or its matrix's ``arm`` list. The sweep
+    imports an arm's module by name (pipeline.arms.arm_module), so the walk cannot see it."""
+    words = spec["cmd"].split()
+    if words[2] != "pipeline.stages.sweep":
+        return []
+    return spec["matrix"]["arm"] if words[3] == "${item.arm}" else [words[3]]
+
+
+@pytest.mark.parametrize("stage", sorted(STAGES))
+def test_stage_deps_are_exactly_the_modules_its_command_imports(stage):
+    spec = STAGES[stage]
+    module = re.fullmatch(r"python -m (pipeline\.stages\.\w+)( .*)?", spec["cmd"]).group(1)
+    expected = imported_modules(module)
+    for arm in stage_arms(spec):
+        expected |= imported_modules(f"pipeline.arms.{arm}")
+    listed = {dep for dep in spec["deps"] if dep.startswith("pipeline/")}
+    assert listed == expected
+
+
+def test_an_arm_is_rerun_only_by_its_own_code():
+    """Editing the small ResNet reruns only its curve points; editing the ViT never reruns them."""
+    users = {name for name, spec in STAGES.items() if "pipeline/arms/cnn.py" in spec["deps"]}
+    assert users == {"sweep_cnn"}
+    assert "pipeline/model.py" not in STAGES["sweep_cnn"]["deps"]
+    assert "pipeline/model.py" not in STAGES["download"]["deps"]
+
+
+def test_every_stage_module_is_a_dvc_stage_and_every_dvc_stage_runs_a_stage_module():
+    commands = {re.fullmatch(r"python -m pipeline\.stages\.(\w+)( .*)?", s["cmd"]).group(1) for s in STAGES.values()}
+    assert commands == {path.stem for path in STAGE_FILES}
+
+
+@pytest.mark.parametrize("path", STAGE_FILES + TOOL_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_no_stage_or_tool_imports_a_stage_or_tool(path):
+    assert not {m for m in direct_imports(path) if m.startswith(("pipeline.stages", "pipeline.tools"))}
+
+
+@pytest.mark.parametrize("path", LIBRARY_FILES, ids=lambda p: p.name)
+def test_the_library_never_imports_stages_or_tools(path):
+    assert not {m for m in direct_imports(path) if m.startswith(("pipeline.stages", "pipeline.tools"))}
+
+
+@pytest.mark.parametrize("path", STAGE_FILES, ids=lambda p: p.name)
+def test_stage_modules_stay_thin(path):
+    lines = len(path.read_text().splitlines())
+    assert lines < STAGE_LINE_CAP, f"{path.name} has {lines} lines; move library code into pipeline/"
+
+
+def test_the_import_walk_follows_every_import_form_and_subpackages():
+    assert imported_modules("pipeline.arms.cnn") >= {"pipeline/arms/common.py", "pipeline/paths.py"}
+    assert "pipeline/arms/__init__.py" in imported_modules("pipeline.stages.sweep")
+    assert "pipeline/stages/sweep.py" not in imported_modules("pipeline.stages.ablation")
+    assert "pipeline/model.py" not in imported_modules("pipeline.stages.download")

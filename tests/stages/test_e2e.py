@@ -1,0 +1,235 @@
+"""Every stage end to end, through real `dvc repro` and a real MLflow store, on tiny synthetic data.
+
+The paper preset runs against a loopback HTTP server that serves a synthetic ImageFolder zip and
+a tiny ViT's state dict in place of torchvision's weights; the offline preset runs on IDX files
+written here. Nothing leaves the machine.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import json
+import subprocess
+import threading
+import zipfile
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from project_copy import clean_env, copy_project, set_params
+
+from pipeline.model import ViT, vit_config
+
+REPO = Path(__file__).resolve().parents[2]
+CLASSES = ("alpha", "beta", "gamma")
+EVALUATE_KEYS = {"scratch", "pretrained", "baselines", "preset", "n_train", "n_test", "classes"}
+ARM_KEYS = {"test_acc", "test_loss", "per_class", "collapse", "file_size_mb", "params"}
+STAGES = (
+    "download", "prepare", "backbone", "train_scratch", "finetune_head", "evaluate", "ablation", "plot", "analysis",
+)  # fmt: skip
+# The data-hunger sweep: its matrices' items (point 0..5, or arm x point) and the stage that gathers them.
+SWEEP_STAGES = (
+    *(f"sweep_{arm}@{point}" for arm in ("scratch", "cnn") for point in range(6)),
+    *(f"sweep_pretrained@{arm}-{point}" for arm in ("linear", "finetune") for point in range(6)),
+    "data_hunger",
+)
+
+pytestmark = pytest.mark.e2e
+
+
+class QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """A loopback HTTP server over a folder; yields (folder, base URL)."""
+    root = tmp_path_factory.mktemp("served")
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(root)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield root, f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def png_bytes(rng: np.random.Generator, label: int) -> bytes:
+    from PIL import Image
+
+    # Each class has its own colour so a model can learn something; sizes vary like real photos.
+    height, width = rng.integers(36, 60, size=2)
+    pixels = rng.integers(0, 80, size=(height, width, 3), dtype=np.uint8)
+    pixels[..., label] += 150
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def image_folder_zip(per_class: dict[str, int]) -> bytes:
+    rng = np.random.default_rng(0)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for split, count in per_class.items():
+            for label, name in enumerate(CLASSES):
+                for i in range(count):
+                    archive.writestr(f"{split}/{name}/{i}.png", png_bytes(rng, label))
+    return buffer.getvalue()
+
+
+def run(args: list[str], cwd: Path, env: dict[str, str]) -> str:
+    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, f"{' '.join(args)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    return result.stdout + result.stderr
+
+
+@pytest.fixture(scope="module")
+def paper_repo(tmp_path_factory, server):
+    """A git + DVC copy of the project set to the paper preset, after one `dvc repro`."""
+    served, base = server
+    archive = image_folder_zip({"train": 6, "test": 3})
+    (served / "images.zip").write_bytes(archive)
+    torch.manual_seed(0)
+    weights = io.BytesIO()
+    torch.save(ViT(vit_config("tiny", num_classes=10)).state_dict(), weights)
+    (served / "tiny_vit.pth").write_bytes(weights.getvalue())
+
+    repo = tmp_path_factory.mktemp("project")
+    copy_project(repo)
+    set_params(
+        repo,
+        preset="paper",
+        seeds=[0, 1],
+        paper={
+            "url": f"{base}/images.zip",
+            "sha256": hashlib.sha256(archive).hexdigest(),
+            "model": "tiny",
+            "backbone_model": "tiny",
+            "weights_url": f"{base}/tiny_vit.pth",
+            "weights_sha256": hashlib.sha256(weights.getvalue()).hexdigest()[:16],
+        },
+        train_scratch={"paper": {"epochs": 2, "batch_size": 8}},
+        finetune_head={"paper": {"epochs": 2, "batch_size": 8}},
+        # 6 training images per class: 1, 2, 3, 4, 5 and 6 per class
+        data_hunger={"paper_fractions": [0.17, 0.34, 0.5, 0.67, 0.84, 1.0], "steps": 2, "batch_size": 4},
+    )
+    env = clean_env()
+    run(["git", "init", "-q"], repo, env)
+    run(["dvc", "init", "-q"], repo, env)
+    run(["dvc", "config", "core.analytics", "false"], repo, env)
+    run(["git", "add", "-A"], repo, env)
+    run(["git", "commit", "-qm", "project"], repo, env)
+    output = run(["dvc", "repro"], repo, env)
+    return repo, env, output
+
+
+def test_repro_runs_every_stage_and_writes_documented_metrics(paper_repo):
+    repo, _, output = paper_repo
+    for stage in STAGES + SWEEP_STAGES:
+        assert f"Running stage '{stage}'" in output
+    metrics = json.loads((repo / "metrics/evaluate.json").read_text())
+    assert set(metrics) >= EVALUATE_KEYS
+    assert metrics["preset"] == "paper"
+    assert metrics["classes"] == list(CLASSES)
+    assert (metrics["n_train"], metrics["n_test"]) == (18, 9)
+    for arm in ("scratch", "pretrained"):
+        assert set(metrics[arm]) >= ARM_KEYS
+        acc = metrics[arm]["test_acc"]
+        assert len(acc["per_seed"]) == 2 and all(0 <= a <= 1 for a in acc["per_seed"])
+        assert abs(acc["mean"] - sum(acc["per_seed"]) / 2) < 1e-12
+        assert set(metrics[arm]["per_class"]) == set(CLASSES)
+        assert 1 / 3 <= metrics[arm]["collapse"] <= 1
+        assert 0 < metrics[arm]["file_size_mb"]["head"] < metrics[arm]["file_size_mb"]["model"]
+    assert metrics["pretrained"]["params"]["trainable"] == 32 * 3 + 3  # D * classes + bias: only the head
+    assert metrics["scratch"]["params"]["trainable"] == metrics["scratch"]["params"]["total"]
+    assert metrics["baselines"]["chance"] == pytest.approx(1 / 3)
+    assert metrics["baselines"]["majority"] == pytest.approx(1 / 3)
+    for png in ("curves", "confusion", "comparison", "size_vs_accuracy", "ablation"):
+        assert (repo / "plots" / f"{png}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (repo / "models/scratch/seed_1.pt").is_file() and (repo / "models/pretrained/head_seed_1.pt").is_file()
+
+
+def test_data_hunger_curve_has_every_arm_size_and_seed(paper_repo):
+    repo, _, _ = paper_repo
+    curve = json.loads((repo / "metrics/data_hunger.json").read_text())
+    sizes = {"1", "2", "3", "4", "5", "6"}
+    for arm in ("scratch", "cnn", "linear", "finetune"):
+        assert set(curve[arm]) == sizes
+        for point in curve[arm].values():
+            assert set(point) == {"mean", "std", "per_seed"} and len(point["per_seed"]) == 2
+    assert set(curve["baselines"]) == sizes
+    assert set(curve["baselines"]["6"]) == {"chance", "majority", "pixels_logreg"}
+    assert (curve["n_test"], curve["steps"], curve["batch_size"]) == (9, 2, 4)
+    assert (repo / "plots/data_hunger.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_ablation_has_every_variant_and_seed(paper_repo):
+    repo, _, _ = paper_repo
+    summary = json.loads((repo / "metrics/ablation.json").read_text())
+    assert (
+        summary["order"]
+        == ["seed", "paper", "paper+aug", "paper+aug+mean"]
+        == sorted(summary["variants"], key=summary["order"].index)
+    )
+    for result in summary["variants"].values():
+        assert len(result["test_acc"]["per_seed"]) == 2 and 0 <= result["test_acc"]["mean"] <= 1
+    assert (summary["n_train"], summary["n_test"], summary["steps"]) == (18, 9, 2)
+
+
+def test_mlflow_records_every_training_run_with_tags(paper_repo):
+    import mlflow
+
+    repo, _, _ = paper_repo
+    client = mlflow.MlflowClient(f"sqlite:///{repo / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("vit-paper")
+    runs = client.search_runs([experiment.experiment_id])
+    by_name = {run.info.run_name: run for run in runs}
+    assert {"train_scratch-seed0", "train_scratch-seed1", "finetune_head-seed0", "finetune_head-seed1"} <= set(by_name)
+    run = by_name["finetune_head-seed1"]
+    assert run.data.tags["stage"] == "finetune_head" and run.data.tags["seed"] == "1"
+    assert len(run.data.tags["git_commit"]) == 40 and "backbone_sha256" in run.data.tags
+    assert "data_sha256" in run.data.tags
+    assert run.data.params["finetune_head.paper.epochs"] == "2"
+    history = client.get_metric_history(run.info.run_id, "test_acc")
+    assert [m.step for m in history] == [1, 2]
+    sweep = by_name["sweep-finetune-6-seed1"]
+    assert (sweep.data.tags["arm"], sweep.data.tags["n_train_per_class"]) == ("finetune", "6")
+    assert 0 <= sweep.data.metrics["final_test_acc"] <= 1
+    assert sum(name.startswith("sweep-") for name in by_name) == 4 * 6 * 2  # arm x size x seed
+    assert sum(name.startswith("ablation-") for name in by_name) == 4 * 2  # variant x seed
+    assert by_name["ablation-paper+aug-seed1"].data.tags["variant"] == "paper+aug"
+
+
+def test_second_repro_is_a_no_op(paper_repo):
+    repo, env, _ = paper_repo
+    output = run(["dvc", "repro"], repo, env)
+    assert "Running stage" not in output
+    assert "up to date" in output.lower()
+
+
+def test_changing_one_param_reruns_only_dependent_stages(paper_repo):
+    repo, env, _ = paper_repo
+    set_params(repo, finetune_head={"paper": {"lr": 0.002}})
+    output = run(["dvc", "repro"], repo, env)
+    ran = {stage for stage in STAGES + SWEEP_STAGES if f"Running stage '{stage}'" in output}
+    assert ran == {"finetune_head", "evaluate", "plot", "analysis"}
+
+
+def test_push_then_fresh_clone_pulls_identical_results(paper_repo, tmp_path):
+    repo, env, _ = paper_repo
+    remote = tmp_path / "remote"
+    run(["dvc", "remote", "add", "-d", "shared", str(remote)], repo, env)
+    run(["dvc", "push"], repo, env)
+    run(["git", "add", "-A"], repo, env)
+    run(["git", "commit", "-qm", "results"], repo, env)
+    clone = tmp_path / "clone"
+    run(["git", "clone", "-q", str(repo), str(clone)], tmp_path, env)
+    run(["dvc", "pull"], clone, env)
+    status = run(["dvc", "status"], clone, env)
+    assert "up to date" in status.lower()
+    assert (clone / "metrics/evaluate.json").read_bytes() == (repo / "metrics/evaluate.json").read_bytes()
+    for path in ("models/backbone.pt", "models/scratch/seed_0.pt", "data/prepared/manifest.csv"):
+        assert (clone / path).read_bytes() == (repo / path).read_bytes()

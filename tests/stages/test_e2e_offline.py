@@ -1,0 +1,68 @@
+"""The offline preset's stages, prepare to plot, on small IDX files written here (no Debian package needed).
+
+In a file of its own so that `pytest -n 2 --dist loadfile` runs it beside the paper preset's `dvc repro`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from project_copy import clean_env, copy_project, set_params
+
+
+def run(args: list[str], cwd: Path, env: dict[str, str]) -> str:
+    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, f"{' '.join(args)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    return result.stdout + result.stderr
+
+
+def idx_bytes(array: np.ndarray) -> bytes:
+    magic = 0x0801 if array.ndim == 1 else 0x0803
+    return struct.pack(">I", magic) + b"".join(struct.pack(">I", n) for n in array.shape) + array.tobytes()
+
+
+def test_offline_preset_runs_on_a_small_idx_fixture(tmp_path):
+    """prepare -> plot on IDX files written here (download is covered by tests/test_fetch.py)."""
+    repo = tmp_path / "project"
+    repo.mkdir()
+    copy_project(repo)
+    set_params(
+        repo,
+        seeds=[0],
+        offline={"classes": ["Trouser", "Sandal", "Bag"], "train_per_class": 4},
+        backbone={"epochs": 1, "batch_size": 16},
+        train_scratch={"offline": {"epochs": 1, "batch_size": 8}},
+        finetune_head={"offline": {"epochs": 1, "batch_size": 8}},
+        data_hunger={"offline_sizes": [1, 2, 3, 4, 6, 8], "steps": 2, "batch_size": 4},
+    )
+    rng = np.random.default_rng(0)
+    raw = repo / "data/raw/fashion-mnist"
+    raw.mkdir(parents=True)
+    for prefix, per_class in (("train", 8), ("t10k", 3)):
+        labels = np.repeat(np.arange(10, dtype=np.uint8), per_class)
+        images = rng.integers(0, 256, size=(len(labels), 28, 28), dtype=np.uint8)
+        (raw / f"{prefix}-images-idx3-ubyte").write_bytes(gzip.compress(idx_bytes(images)))
+        (raw / f"{prefix}-labels-idx1-ubyte").write_bytes(idx_bytes(labels))
+    env = clean_env()
+    env["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    for stage in ("prepare", "backbone", "train_scratch", "finetune_head", "evaluate", "ablation", "plot"):
+        run([sys.executable, "-m", f"pipeline.stages.{stage}"], repo, env)
+    for arm, point in (("scratch", "0"), ("cnn", "1"), ("finetune", "5")):
+        run([sys.executable, "-m", "pipeline.stages.sweep", arm, point], repo, env)
+    info = json.loads((repo / "data/prepared/info.json").read_text())
+    assert info["counts"] == {"train": 12, "test": 9, "pool_train": 56, "pool_test": 21, "train_all": 24}
+    point = json.loads((repo / "metrics/data_hunger/finetune_5.json").read_text())
+    assert (point["n_train_per_class"], point["n_train"], point["n_test"]) == (8, 24, 9)
+    cnn_point = json.loads((repo / "metrics/data_hunger/cnn_1.json").read_text())
+    assert (cnn_point["n_train"], cnn_point["trained_parameters"]) == (6, 1_226_595)  # grey 28x28, 3 classes
+    assert "Trouser" not in info["pool_classes"] and len(info["pool_classes"]) == 7
+    backbone = json.loads((repo / "metrics/backbone.json").read_text())
+    assert backbone["source"] == "pretrain" and backbone["n_pretrain"] == 56
+    metrics = json.loads((repo / "metrics/evaluate.json").read_text())
+    assert metrics["classes"] == ["Trouser", "Sandal", "Bag"] and metrics["n_test"] == 9

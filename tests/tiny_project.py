@@ -1,0 +1,72 @@
+"""A project folder with params.yaml, prepared test sets and trained-looking tiny models, for the tests of
+the analysis stage and the predict and compare tools."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import torch
+import yaml
+from torch import nn
+
+from pipeline import paths
+from pipeline.data import ImageSet
+from pipeline.files import save_tensors
+from pipeline.model import ViT, vit_config
+from pipeline.runtime import Runtime
+
+CPU = Runtime(torch.device("cpu"), "fp32")
+CLASSES = ["Pullover", "Coat", "Shirt"]
+SEEDS = [0, 1]
+
+
+def random_vit(seed: int, num_classes: int, **overrides) -> ViT:
+    torch.manual_seed(seed)
+    model = ViT(vit_config("tiny", num_classes=num_classes, **overrides))
+    with torch.no_grad():  # the zero-initialised head would give uniform probabilities
+        nn.init.normal_(model.heads.head.weight, std=0.5)
+        model.encoder.pos_embedding.normal_(std=0.5)
+    return model
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch, request):
+    """A project directory with params.yaml, prepared test sets and trained-looking tiny models.
+
+    Offline preset by default; ``indirect`` parametrisation with "paper" gives the paper preset.
+    """
+    preset = getattr(request, "param", "offline")
+    params = {
+        "preset": preset,
+        "seeds": SEEDS,
+        "runtime": {"device": "cpu", "precision": "fp32", "threads": 2},
+        "offline": {"model": "tiny"},
+        "paper": {"model": "tiny", "backbone_model": "tiny"},
+        "evaluate": {"batch_size": 5},
+    }
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    monkeypatch.chdir(tmp_path)
+    generator = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (12, 3, 32, 32), dtype=torch.uint8, generator=generator)
+    labels = torch.tensor([2, 0, 1, 0, 1, 2, 0, 1, 2, 0, 1, 2])
+    for arm in paths.ARMS:
+        ImageSet(images, labels, CLASSES, (0.5,) * 3, (0.25,) * 3).save(paths.prepared_split(arm, "test"))
+    for seed in SEEDS:
+        save_tensors(paths.scratch_model(seed), random_vit(seed, len(CLASSES)).state_dict())
+        head = random_vit(10 + seed, len(CLASSES)).heads.head
+        save_tensors(paths.head_model(seed), {"heads.head.weight": head.weight, "heads.head.bias": head.bias})
+    save_tensors(paths.BACKBONE, random_vit(99, 5).state_dict())
+    return tmp_path
+
+
+def run_cli(module, monkeypatch, capsys, *argv: str) -> tuple[int, str, str]:
+    """Runs a stage's ``main`` with ``argv``; returns the exit status, stdout and stderr."""
+    monkeypatch.setattr(sys, "argv", [module.__name__, *argv])
+    status = 0
+    try:
+        module.main()
+    except SystemExit as exit_:
+        status = exit_.code
+    out, err = capsys.readouterr()
+    return status, out, err

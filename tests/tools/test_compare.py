@@ -1,0 +1,51 @@
+"""Tool compare: every MLflow run in one table, with the seed mean and std."""
+
+from __future__ import annotations
+
+import pandas as pd
+from tiny_project import SEEDS, run_cli
+
+from pipeline.config import flatten, load_params
+from pipeline.tools import compare
+from pipeline.tracking import Tracker
+
+# --- compare ---------------------------------------------------------------------------------
+
+
+def test_compare_tables_every_run_and_the_seed_mean_and_std(project, monkeypatch, capsys):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{project / 'mlflow.db'}")
+    monkeypatch.setenv("DVC_EXP_NAME", "lr-sweep")
+    params = load_params()
+    for seed, accuracy in zip(SEEDS, (0.5, 0.7), strict=True):
+        tags = {"stage": "train_scratch", "preset": "offline", "arm": "scratch", "seed": str(seed)}
+        with Tracker("vit-offline", f"train_scratch-seed{seed}", tags, flatten(params)) as tracker:
+            assert tracker.client is not None
+            tracker.log_metrics({"test_acc": 0.1}, step=1)
+            tracker.log_metrics({"final_test_acc": accuracy})
+    status, out, _ = run_cli(compare, monkeypatch, capsys)
+    assert status == 0
+    table = pd.read_csv(project / "reports" / "compare.csv")
+    assert list(table["run"]) == ["train_scratch-seed0", "train_scratch-seed1"]
+    assert list(table["test_acc"]) == [0.5, 0.7]
+    assert set(table["dvc_experiment"]) == {"lr-sweep"} and set(table["arm"]) == {"scratch"}
+    assert list(table["lr"]) == [params.train_scratch.offline.lr] * 2
+    assert (table["wall_time_s"] >= 0).all()
+    report = (project / "reports" / "compare.md").read_text()
+    assert "0.6000 ± 0.1414" in report and "| train_scratch | scratch |" in report
+    assert report in out
+
+
+def test_compare_without_a_store_or_runs_says_so_in_one_line(project, monkeypatch, capsys):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("DVC_ROOT", raising=False)
+    status, _, err = run_cli(compare, monkeypatch, capsys)
+    assert status == 1 and "no MLflow store" in err and "dvc repro" in err
+    assert not (project / "mlflow.db").exists()  # reading must not create an empty store
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{project / 'other.db'}")
+    with Tracker("vit-paper", "x", {}, {}):  # a store that holds only another preset's experiment
+        pass
+    capsys.readouterr()  # MLflow's own log lines from creating that store
+    status, _, err = run_cli(compare, monkeypatch, capsys)
+    assert status == 1 and "no experiment 'vit-offline'" in err
+    assert len(err.strip().splitlines()) == 1

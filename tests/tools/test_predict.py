@@ -1,0 +1,90 @@
+"""Tool predict: class probabilities for image files, with one-line errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from helpers import png_claiming
+from PIL import Image
+from tiny_project import CLASSES, CPU, run_cli
+
+from pipeline import paths
+from pipeline.config import load_params, parse_params
+from pipeline.data import ImageSet
+from pipeline.tools import predict
+
+# --- predict ---------------------------------------------------------------------------------
+
+
+def parse_line(line: str) -> tuple[str, list[tuple[str, float]]]:
+    path, _, rest = line.rpartition(": ")
+    words = rest.split()
+    return path, [(words[i], float(words[i + 1])) for i in range(0, len(words), 2)]
+
+
+@pytest.mark.parametrize("arm", paths.ARMS)
+def test_predict_prints_sorted_probabilities_summing_to_one_for_png_and_odd_grey_jpeg(
+    project, monkeypatch, capsys, arm
+):
+    rng = torch.Generator().manual_seed(1)
+    colour = torch.randint(0, 256, (37, 53, 3), dtype=torch.uint8, generator=rng).numpy()
+    Image.fromarray(colour).save(project / "photo.png")
+    Image.fromarray(colour[:, :, 0]).save(project / "grey.jpg")
+    status, out, _ = run_cli(predict, monkeypatch, capsys, "photo.png", "grey.jpg", "--model", arm, "--invert")
+    assert status == 0
+    lines = out.strip().splitlines()
+    assert [parse_line(line)[0] for line in lines] == ["photo.png", "grey.jpg"]
+    for line in lines:
+        pairs = parse_line(line)[1]
+        assert sorted(name for name, _ in pairs) == sorted(CLASSES)
+        probabilities = [p for _, p in pairs]
+        assert probabilities == sorted(probabilities, reverse=True)
+        assert abs(sum(probabilities) - 1) <= 0.002  # three values printed to 3 decimals
+
+
+def test_predict_on_a_saved_test_image_matches_the_model_on_the_stored_tensor(project):
+    params = load_params()
+    test_set = ImageSet.load(paths.prepared_split("scratch", "test"))
+    Image.fromarray(test_set.images[3].permute(1, 2, 0).numpy()).save(project / "test3.png")
+    model = predict.load_model(params, "scratch", 1, 3, CPU)
+    image = predict.load_image(
+        project / "test3.png", 32, "resize", 3, invert=False, max_pixels=params.images.max_pixels
+    )
+    assert torch.equal(image, test_set.images[3])
+    probabilities = predict.predict(model, test_set, image[None], CPU)
+    expected = torch.softmax(model(test_set.normalise(test_set.images[3:4])), dim=-1)
+    torch.testing.assert_close(probabilities, expected)
+    torch.testing.assert_close(probabilities.sum(), torch.tensor(1.0))
+
+
+def test_predict_rejects_a_text_file_named_jpg_in_one_line(project, monkeypatch, capsys):
+    (project / "x.jpg").write_text("not an image")
+    status, out, err = run_cli(predict, monkeypatch, capsys, "x.jpg")
+    assert status == 1 and out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert "x.jpg is not a readable image" in err and "Traceback" not in err
+
+
+def test_predict_refuses_an_image_over_the_pixel_cap_from_its_header_in_one_line(project, monkeypatch, capsys):
+    (project / "bomb.png").write_bytes(png_claiming(15000, 15000))  # 225 megapixels in a few hundred bytes
+    status, out, err = run_cli(predict, monkeypatch, capsys, "bomb.png")
+    assert status == 1 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "bomb.png is 15000x15000 = 225,000,000 pixels, over the cap of 89,478,485" in err
+    assert "images.max_pixels" in err
+
+
+def test_predict_with_a_missing_model_says_run_dvc_repro_in_one_line(project, monkeypatch, capsys):
+    Image.new("L", (30, 30)).save(project / "a.png")
+    status, _, err = run_cli(predict, monkeypatch, capsys, "a.png", "--seed", "7")
+    assert status == 1
+    assert len(err.strip().splitlines()) == 1
+    assert "head_seed_7.pt is missing" in err and "dvc repro" in err and "dvc pull" in err
+
+
+def test_predict_transform_is_crop_only_for_the_paper_pretrained_view(project):
+    params = load_params()
+    assert predict.transform_mode(params, "pretrained") == predict.transform_mode(params, "scratch") == "resize"
+    paper = parse_params({"preset": "paper"})
+    assert predict.transform_mode(paper, "pretrained") == "crop"
+    assert predict.transform_mode(paper, "scratch") == "resize"

@@ -1,0 +1,172 @@
+"""pipeline.config: params.yaml parsed once into frozen sections; every bad key or value named."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+from helpers import ROOT, raw_params, with_value
+
+from pipeline.config import ConfigError, Params, flatten, load_params, parse_params
+
+# --- config ----------------------------------------------------------------------------------
+
+
+def test_committed_params_yaml_parses_to_exactly_its_values():
+    params = load_params(ROOT / "params.yaml")
+    flat = flatten(params)
+    # every value written in the file must arrive unchanged (not silently replaced by a default)
+
+    def leaves(prefix: str, value, parsed) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                leaves(f"{prefix}.{key}" if prefix else key, item, getattr(parsed, key))
+        else:
+            expected = float(value) if isinstance(parsed, float) else value
+            assert flat[prefix] == str(expected), prefix
+
+    leaves("", raw_params(), params)
+
+
+def test_config_knows_exactly_the_model_presets():
+    from pipeline.config import MODEL_NAMES
+    from pipeline.model import PRESETS
+
+    assert sorted(MODEL_NAMES) == sorted(PRESETS)
+
+
+def test_empty_params_file_gives_the_defaults(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("")
+    assert load_params(path) == Params()
+
+
+@pytest.mark.parametrize(
+    ("dotted", "shown"),
+    [("colour", "colour"), ("train_scratch.offline.lrr", "train_scratch.offline.lrr"), ("runtime.gpu", "runtime.gpu")],
+)
+def test_unknown_key_names_the_full_key_and_the_allowed_keys(dotted, shown):
+    with pytest.raises(ConfigError) as caught:
+        parse_params(with_value(raw_params(), dotted, 1))
+    message = str(caught.value)
+    assert repr(shown) in message
+    node = Params()
+    for part in dotted.split(".")[:-1]:
+        node = getattr(node, part)
+    allowed = [f.name for f in dataclasses.fields(node)]
+    assert str(sorted(allowed)) in message
+
+
+@pytest.mark.parametrize(
+    ("dotted", "value"),
+    [
+        ("train_scratch.offline.lr", "fast"),
+        ("train_scratch.offline.lr", True),  # YAML's true is a bool, not the number 1
+        ("train_scratch.offline.epochs", 2.5),
+        ("seeds", 3),
+        ("seeds", [0, "one"]),
+        ("offline.mirror", "yes"),
+        ("offline.classes", "Coat"),
+        ("runtime", "cpu"),
+    ],
+)
+def test_mistyped_value_names_the_key(dotted, value):
+    with pytest.raises(ConfigError, match=re.escape(dotted)):
+        parse_params(with_value(raw_params(), dotted, value))
+
+
+@pytest.mark.parametrize(
+    ("dotted", "value", "allowed"),
+    [
+        ("train_scratch.offline.lr", -0.1, "must be positive"),
+        ("finetune_head.offline.lr", 0, "must be positive"),
+        ("train_scratch.offline.batch_size", 0, "at least 1"),
+        ("evaluate.batch_size", 0, "at least 1"),
+        ("backbone.epochs", 0, "at least 1"),
+        ("backbone.warmup_fraction", 1.5, "[0, 1)"),
+        ("backbone.grad_clip", -1, "must not be negative"),
+        ("train_scratch.offline.optimizer", "sgd", "adam, adamw"),
+        ("train_scratch.offline.schedule", "step", "none, cosine"),
+        ("runtime.device", "tpu", "auto, cpu, cuda, mps"),
+        ("runtime.precision", "fp16", "auto, bf16, fp32"),
+        ("preset", "imagenet", "offline, paper"),
+        ("offline.model", "ViT-B/16", "'B/16'"),
+        ("paper.backbone_model", "tinyy", "'tiny'"),
+        ("offline.classes", ["Coat", "Hat"], "'Ankle boot'"),
+        ("offline.train_per_class", 0, "between 1 and 6000"),
+        ("paper.url", "ftp://example.com/data.zip", "https, http or file"),
+        ("paper.weights_url", "example.com/w.pth", "https, http or file"),
+        ("paper.sha256", "5e9596fc", "64 lowercase hex"),
+        ("paper.sha256", "Z" * 64, "64 lowercase hex"),
+        ("seeds", [1, 1], "must not repeat"),
+        ("seeds", [], "at least one seed"),
+    ],
+)
+def test_out_of_range_value_names_the_key_and_what_is_allowed(dotted, value, allowed):
+    with pytest.raises(ConfigError) as caught:
+        parse_params(with_value(raw_params(), dotted, value))
+    assert dotted in str(caught.value)
+    assert allowed in str(caught.value)
+
+
+def test_repeated_offline_class_is_rejected():
+    with pytest.raises(ConfigError, match=r"offline\.classes"):
+        parse_params(with_value(raw_params(), "offline.classes", ["Coat", "Coat", "Shirt"]))
+
+
+def test_unknown_non_string_key_beside_another_unknown_key_gives_config_error(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("on: 1\ncolour: red\n")
+    with pytest.raises(ConfigError, match="colour"):
+        load_params(path)
+
+
+@pytest.mark.parametrize(
+    ("dotted", "value"),
+    [
+        ("paper.url", "https"),
+        ("train_scratch.offline.lr", float("inf")),
+        ("train_scratch.offline.weight_decay", float("inf")),
+    ],
+)
+def test_degenerate_values_are_rejected(dotted, value):
+    with pytest.raises(ConfigError, match=re.escape(dotted)):
+        parse_params(with_value(raw_params(), dotted, value))
+
+
+def test_missing_params_file_names_the_path(tmp_path):
+    path = tmp_path / "nowhere" / "params.yaml"
+    with pytest.raises(ConfigError, match=re.escape(str(path))):
+        load_params(path)
+
+
+def test_invalid_yaml_names_the_path(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("train_scratch:\n  lr: [0.1, 0.2\n")
+    with pytest.raises(ConfigError, match=re.escape(str(path))):
+        load_params(path)
+
+
+def test_integer_is_accepted_where_a_float_is_expected():
+    params = parse_params(with_value(raw_params(), "train_scratch.offline.lr", 1))
+    assert params.train_scratch.offline.lr == 1.0
+    assert isinstance(params.train_scratch.offline.lr, float)
+
+
+def test_params_are_frozen():
+    params = parse_params(raw_params())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        params.train_scratch.offline.lr = 1.0  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        params.preset = "paper"  # type: ignore[misc]
+
+
+def test_flatten_gives_dotted_string_keys_for_every_field():
+    params = parse_params(with_value(raw_params(), "train_scratch.offline.lr", 0.125))
+    flat = flatten(params)
+    assert flat["train_scratch.offline.lr"] == "0.125"
+    assert flat["preset"] == params.preset
+    assert "seeds" in flat and "runtime.device" in flat and "paper.weights_sha256" in flat
+    assert all(isinstance(v, str) for v in flat.values())
+    assert "runtime" not in flat and "train_scratch" not in flat  # leaves only, never a whole section

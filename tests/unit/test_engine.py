@@ -1,0 +1,239 @@
+"""pipeline.engine: per-image evaluation, the trainer, feature extraction."""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers import CPU, FixedLogits, logits_correct_for, tiny_vit
+from torch import nn
+
+from pipeline.data import (
+    ImageSet,
+    batch_preparer,
+)
+from pipeline.engine import NonFiniteLossError, Recipe, evaluate, extract_features, lr_factor, train
+from pipeline.errors import UserError
+from pipeline.history import FIELDS
+from pipeline.model import ViT, vit_config
+
+# --- engine: evaluation ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("batch_size", [1, 7, 32, 75, 100])
+def test_evaluate_is_per_image_over_the_whole_set_for_any_batch_size(batch_size):
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(75, 3, generator=generator)
+    labels = torch.randint(0, 3, (75,), generator=generator)
+    result = evaluate(nn.Identity(), logits, labels, CPU, batch_size)
+    assert result.accuracy == (logits.argmax(1) == labels).sum().item() / 75
+    assert result.loss == pytest.approx(F.cross_entropy(logits, labels).item(), abs=1e-6)
+    assert torch.equal(result.logits, logits)
+    assert torch.equal(result.predictions, logits.argmax(1))
+
+
+def test_evaluate_is_not_the_mean_of_per_batch_accuracies():
+    # the seed's counter-example: 75 images in batches 32/32/11, the last 11 all wrong
+    labels = torch.arange(75) % 3
+    correct = torch.arange(75) < 64
+    logits = logits_correct_for(labels, correct)
+    per_batch_mean = sum(correct[s : s + 32].float().mean().item() for s in (0, 32, 64)) / 3
+    assert per_batch_mean == pytest.approx(2 / 3)  # what the seed would report
+    result = evaluate(nn.Identity(), logits, labels, CPU, batch_size=32)
+    assert result.accuracy == pytest.approx(64 / 75)
+    assert abs(result.accuracy - per_batch_mean) > 0.1
+
+
+def test_evaluate_restores_training_mode():
+    model = tiny_vit()
+    model.train()
+    evaluate(model, torch.randn(4, 3, 32, 32), torch.zeros(4, dtype=torch.int64), CPU, 2)
+    assert model.training
+
+
+# --- engine: training ------------------------------------------------------------------------
+
+
+def train_tiny(seed: int, recipe: Recipe | None = None) -> tuple[ViT, list[dict]]:
+    data = torch.Generator().manual_seed(123)
+    images = torch.randn(20, 3, 32, 32, generator=data)
+    labels = torch.randint(0, 3, (20,), generator=data)
+    model = tiny_vit(seed=0)
+    recipe = recipe or Recipe(lr=1e-3, batch_size=8, epochs=2)
+    history = train(
+        model, images[:14], labels[:14], recipe, CPU, torch.Generator().manual_seed(seed),
+        test_inputs=images[14:], test_labels=labels[14:],
+    )  # fmt: skip
+    return model, history
+
+
+def test_train_is_bitwise_reproducible_for_a_seed_and_differs_for_another():
+    model_a, history_a = train_tiny(seed=1)
+    model_b, history_b = train_tiny(seed=1)
+    model_c, history_c = train_tiny(seed=2)
+    state_a, state_b, state_c = model_a.state_dict(), model_b.state_dict(), model_c.state_dict()
+    assert all(torch.equal(state_a[k], state_b[k]) for k in state_a)
+    assert history_a == history_b
+    # another seed shuffles differently, so the weights must move differently
+    assert not all(torch.equal(state_a[k], state_c[k]) for k in state_a)
+    assert history_a != history_c
+
+
+def test_history_records_have_every_field_and_train_metrics_are_per_image():
+    seed = 5
+    labels = torch.arange(75) % 3
+    correct = torch.arange(75) < 40
+    logits = logits_correct_for(labels, correct)
+    seen = []
+    history = train(
+        FixedLogits(), logits, labels, Recipe(lr=0.1, batch_size=32, epochs=2), CPU,
+        torch.Generator().manual_seed(seed), test_inputs=logits[:10], test_labels=labels[:10], on_epoch=seen.append,
+    )  # fmt: skip
+    assert [r["epoch"] for r in history] == [1, 2]
+    assert all(set(r) == set(FIELDS) for r in history)
+    assert seen == history
+    for record in history:
+        assert record["train_acc"] == pytest.approx(40 / 75)
+        assert record["train_loss"] == pytest.approx(F.cross_entropy(logits, labels).item(), abs=1e-6)
+        assert record["test_acc"] == pytest.approx(1.0)
+    # epoch 1's shuffled batches (32/32/11): their per-batch mean differs, so the check above can fail
+    order = torch.randperm(75, generator=torch.Generator().manual_seed(seed))
+    per_batch = [correct[order[s : s + 32]].float().mean().item() for s in (0, 32, 64)]
+    assert abs(sum(per_batch) / 3 - 40 / 75) > 1e-3
+
+
+def test_history_without_a_test_set_has_only_train_fields():
+    labels = torch.arange(6) % 3
+    history = train(
+        FixedLogits(), logits_correct_for(labels, labels >= 0), labels, Recipe(lr=0.1, batch_size=4, epochs=1),
+        CPU, torch.Generator().manual_seed(0),
+    )  # fmt: skip
+    assert set(history[0]) == {"epoch", "train_loss", "train_acc"}
+
+
+def test_huge_learning_rate_raises_non_finite_loss_with_epoch_step_and_advice():
+    with pytest.raises(NonFiniteLossError) as caught:
+        train_tiny(seed=0, recipe=Recipe(lr=1e30, batch_size=8, epochs=5))
+    message = str(caught.value)
+    assert re.search(r"epoch \d+, step \d+", message)
+    assert "Lower the lr" in message
+    assert isinstance(caught.value, UserError)  # so stage_main prints it as one line
+
+
+def test_nan_input_raises_non_finite_loss_naming_the_exact_epoch_and_step():
+    calls = []
+
+    def nan_on_fifth_batch(inputs, training, generator):
+        calls.append(training)
+        return inputs * math.nan if len(calls) == 5 else inputs
+
+    labels = torch.arange(75) % 3
+    # 75 images in batches of 32 = 3 steps per epoch, so the fifth batch is epoch 2, step 2
+    with pytest.raises(NonFiniteLossError, match=r"at epoch 2, step 2;.*Lower the lr"):
+        train(
+            FixedLogits(), logits_correct_for(labels, labels >= 0), labels, Recipe(lr=0.1, batch_size=32, epochs=3),
+            CPU, torch.Generator().manual_seed(0), prepare=nan_on_fifth_batch,
+        )  # fmt: skip
+
+
+def test_lr_factor_warms_up_linearly_then_decays_by_cosine_to_zero():
+    recipe = Recipe(lr=1.0, batch_size=1, epochs=1, schedule="cosine", warmup_fraction=0.1)
+    factors = [lr_factor(step, 100, recipe) for step in range(100)]
+    assert factors[:10] == pytest.approx([(i + 1) / 10 for i in range(10)])
+    assert factors[10] == pytest.approx(1.0)
+    assert all(a >= b for a, b in zip(factors[10:], factors[11:], strict=False))
+    assert factors[55] == pytest.approx(0.5, abs=0.02)
+    assert factors[-1] < 1e-3
+
+
+def test_lr_factor_without_schedule_is_one_after_warmup():
+    recipe = Recipe(lr=1.0, batch_size=1, epochs=1, schedule="none", warmup_fraction=0.25)
+    factors = [lr_factor(step, 40, recipe) for step in range(40)]
+    assert factors[0] == pytest.approx(0.1)
+    assert factors[9:] == [1.0] * 31
+    assert [lr_factor(s, 40, Recipe(lr=1.0, batch_size=1, epochs=1)) for s in range(40)] == [1.0] * 40
+
+
+def test_grad_clip_runs_and_limits_the_update():
+    generator = torch.Generator().manual_seed(0)
+    inputs = torch.randn(30, 10, generator=generator)
+    labels = torch.randint(0, 3, (30,), generator=generator)
+
+    def weight_change(grad_clip: float) -> float:
+        torch.manual_seed(0)
+        model = nn.Linear(10, 3)
+        before = model.weight.detach().clone()
+        recipe = Recipe(lr=0.05, batch_size=8, epochs=2, grad_clip=grad_clip)
+        history = train(model, inputs, labels, recipe, CPU, torch.Generator().manual_seed(0))
+        assert all(math.isfinite(r["train_loss"]) for r in history)
+        return (model.weight.detach() - before).norm().item()
+
+    free = weight_change(0.0)
+    # Adam divides by the gradient's size, so only a clip far below eps (1e-8) shrinks its steps
+    assert weight_change(1e-12) < 0.01 * free
+    # a generous clip never binds and leaves training bitwise unchanged
+    assert weight_change(1e6) == free
+
+
+def test_backbone_recipe_with_warmup_cosine_and_clipping_trains():
+    _, history = train_tiny(
+        seed=0,
+        recipe=Recipe(lr=2e-3, batch_size=4, epochs=2, optimizer="adamw", weight_decay=0.05, schedule="cosine",
+                      warmup_fraction=0.1, grad_clip=1.0),
+    )  # fmt: skip
+    assert all(math.isfinite(r["train_loss"]) and math.isfinite(r["test_loss"]) for r in history)
+
+
+# --- the finetune equivalence (design claim of pipeline/finetune_head.py) ---------------------
+
+
+def test_head_on_precomputed_features_equals_training_the_frozen_model_end_to_end():
+    backbone = tiny_vit(seed=7, num_classes=5)
+    backbone.requires_grad_(False)
+    images = torch.randint(0, 256, (24, 3, 32, 32), dtype=torch.uint8, generator=torch.Generator().manual_seed(8))
+    labels = torch.arange(24) % 3
+    image_set = ImageSet(images, labels, ["a", "b", "c"], (0.5, 0.4, 0.3), (0.2, 0.25, 0.3))
+    prepare = batch_preparer(image_set, augment_train=False)
+    torch.manual_seed(9)
+    new_head = nn.Linear(32, 3)
+    recipe = Recipe(lr=1e-2, batch_size=10, epochs=3, optimizer="adam")  # batches 10/10/4
+
+    # seed 000's way: the whole frozen model runs forward on every batch, only the new head learns
+    model = copy.deepcopy(backbone)
+    model.heads.head = copy.deepcopy(new_head)
+    model.heads.head.requires_grad_(True)
+    model.eval()
+    backbone_before = {k: v.clone() for k, v in model.state_dict().items() if not k.startswith("heads.")}
+    history_full = train(model, images, labels, recipe, CPU, torch.Generator().manual_seed(3), prepare=prepare)
+
+    # ours: features once (a different batch size on purpose), then the head alone
+    features = extract_features(backbone, images, CPU, batch_size=7, prepare=prepare)
+    assert features.shape == (24, 32) and features.dtype == torch.float32
+    head = copy.deepcopy(new_head)
+    history_head = train(head, features, labels, recipe, CPU, torch.Generator().manual_seed(3))
+
+    assert torch.allclose(head.weight, model.heads.head.weight, atol=1e-5)
+    assert torch.allclose(head.bias, model.heads.head.bias, atol=1e-5)
+    for a, b in zip(history_head, history_full, strict=True):
+        assert a == pytest.approx(b, abs=1e-5)
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in backbone_before.items())  # stayed frozen
+    # the comparison can fail: the head really moved, and another shuffle lands elsewhere
+    assert (head.weight - new_head.weight).abs().max() > 1e-2
+    other = copy.deepcopy(new_head)
+    train(other, features, labels, recipe, CPU, torch.Generator().manual_seed(4))
+    assert not torch.allclose(other.weight, head.weight, atol=1e-5)
+
+
+def test_extract_features_runs_the_backbone_in_eval_mode():
+    # with dropout, a backbone left in training mode would give different features on every call
+    torch.manual_seed(0)
+    backbone = ViT(vit_config("tiny", num_classes=3, dropout=0.5)).train()
+    images = torch.randn(6, 3, 32, 32)
+    features = extract_features(backbone, images, CPU, batch_size=4, prepare=lambda x, train, gen: x)
+    with torch.no_grad():
+        expected = backbone.eval().forward_features(images)
+    assert torch.allclose(features, expected, atol=1e-6)

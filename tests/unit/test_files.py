@@ -1,0 +1,101 @@
+"""pipeline.files: atomic writes, safe tensor loading, stable JSON."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from pipeline import files
+from pipeline.errors import UserError
+
+# --- files -----------------------------------------------------------------------------------
+
+
+class OpensMarker:
+    """Unpickling this calls ``open(marker, "w")``, which creates the marker: proof that code ran."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (str(self.marker), "w"))
+
+
+@pytest.mark.parametrize("writer", ["torch.save", "pickle"])
+def test_load_tensors_refuses_pickled_code_and_runs_none_of_it(tmp_path, writer):
+    marker = tmp_path / "code-ran"
+    path = tmp_path / "model.pt"
+    payload = {"weights": torch.zeros(2), "trap": OpensMarker(marker)}
+    if writer == "torch.save":
+        torch.save(payload, path)
+    else:
+        path.write_bytes(pickle.dumps(payload, protocol=2))  # torch's own legacy protocol
+    with pytest.raises(UserError, match=re.escape(str(path))):
+        files.load_tensors(path)
+    assert not marker.exists()
+    # the payload is live: an unsafe load runs it, so the check above can fail
+    if writer == "torch.save":
+        torch.load(path, weights_only=False)
+    else:
+        pickle.loads(path.read_bytes())
+    assert marker.exists()
+
+
+def test_load_tensors_rejects_truncated_and_garbage_files_naming_the_path(tmp_path):
+    good = tmp_path / "good.pt"
+    files.save_tensors(good, {"x": torch.arange(1000)})
+    assert torch.equal(files.load_tensors(good)["x"], torch.arange(1000))
+    truncated, garbage = tmp_path / "truncated.pt", tmp_path / "garbage.pt"
+    truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    garbage.write_bytes(os.urandom(512))
+    for path in (truncated, garbage):
+        with pytest.raises(UserError, match=re.escape(str(path))):
+            files.load_tensors(path)
+
+
+def test_load_tensors_of_a_missing_file_says_run_dvc_repro(tmp_path):
+    with pytest.raises(UserError, match=r"dvc repro"):
+        files.load_tensors(tmp_path / "absent.pt")
+
+
+@pytest.mark.parametrize("fails", ["write_bytes", "os.replace"])
+@pytest.mark.parametrize(
+    "save", [lambda p: files.write_json(p, {"new": 1}), lambda p: files.save_tensors(p, {"new": torch.ones(3)})]
+)
+def test_failed_write_keeps_the_previous_file_and_leaves_no_temp_file(tmp_path, monkeypatch, fails, save):
+    path = tmp_path / "out" / "result.json"
+    files.write_json(path, {"old": 0})
+    before = path.read_bytes()
+
+    def half_then_fail(self, data):
+        with open(self, "wb") as stream:
+            stream.write(data[: len(data) // 2])
+        raise OSError("disk full")
+
+    def refuse(src, dst):
+        raise OSError("rename refused")
+
+    if fails == "write_bytes":
+        monkeypatch.setattr(Path, "write_bytes", half_then_fail)
+    else:
+        monkeypatch.setattr(files.os, "replace", refuse)
+    with pytest.raises(OSError):
+        save(path)
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in path.parent.iterdir()) == ["result.json"]
+
+
+def test_write_json_is_sorted_and_byte_stable(tmp_path):
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    files.write_json(first, {"zeta": 1, "alpha": {"y": 2, "x": [1, 2]}})
+    files.write_json(second, {"alpha": {"x": [1, 2], "y": 2}, "zeta": 1})
+    assert first.read_bytes() == second.read_bytes()
+    lines = ["{", '  "alpha": {', '    "x": [', "      1,", "      2", "    ],", '    "y": 2', "  },"]
+    lines += ['  "zeta": 1', "}"]
+    assert first.read_text() == "\n".join(lines) + "\n"

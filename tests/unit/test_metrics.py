@@ -1,0 +1,47 @@
+"""pipeline.metrics: per-image metrics, baselines and spreads."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pipeline.metrics import collapse, majority_baseline, per_class, pixels_logreg, spread
+
+# --- metrics ---------------------------------------------------------------------------------
+
+
+def test_spread_reports_mean_sample_std_and_seeds():
+    assert spread([1.0, 2.0, 3.0]) == {"mean": 2.0, "std": 1.0, "per_seed": [1.0, 2.0, 3.0]}  # not the population 0.816
+    assert spread([0.7]) == {"mean": 0.7, "std": 0.0, "per_seed": [0.7]}
+
+
+def test_collapse_is_the_share_of_the_most_predicted_class():
+    assert collapse(torch.full((9,), 2)) == 1.0
+    assert collapse(torch.tensor([0, 1, 2] * 4)) == pytest.approx(1 / 3)
+    assert collapse(torch.tensor([0, 0, 0, 1])) == pytest.approx(0.75)
+
+
+def test_majority_baseline_predicts_the_most_frequent_training_class():
+    assert majority_baseline(torch.tensor([0, 1, 1, 2]), torch.tensor([1, 1, 0, 2])) == pytest.approx(0.5)
+    # ties go to the lowest class index
+    assert majority_baseline(torch.tensor([2, 2, 0, 0]), torch.tensor([0, 2, 2, 2])) == pytest.approx(0.25)
+
+
+def test_per_class_reports_precision_recall_f1_and_zero_for_a_never_predicted_class():
+    labels = torch.tensor([0, 0, 1, 1, 2, 2])
+    predictions = torch.tensor([0, 0, 0, 1, 0, 1])
+    report = per_class(labels, predictions, ["pizza", "steak", "sushi"])
+    assert report["pizza"] == pytest.approx({"precision": 0.5, "recall": 1.0, "f1": 2 / 3})
+    assert report["steak"] == pytest.approx({"precision": 0.5, "recall": 0.5, "f1": 0.5})
+    assert report["sushi"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+
+
+def test_pixels_logreg_separates_dark_from_bright_images():
+    generator = torch.Generator().manual_seed(0)
+    dark = torch.randint(0, 60, (20, 1, 4, 4), dtype=torch.uint8, generator=generator)
+    bright = torch.randint(190, 256, (20, 1, 4, 4), dtype=torch.uint8, generator=generator)
+    images, labels = torch.cat([dark, bright]), torch.tensor([0] * 20 + [1] * 20)
+    train_index, test_index = torch.arange(0, 40, 2), torch.arange(1, 40, 2)
+    assert pixels_logreg(images[train_index], labels[train_index], images[test_index], labels[test_index]) == 1.0
+    # the score is the test accuracy: swapped test labels must score 0
+    assert pixels_logreg(images[train_index], labels[train_index], images[test_index], 1 - labels[test_index]) == 0.0

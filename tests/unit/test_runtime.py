@@ -1,0 +1,128 @@
+"""pipeline.runtime: device, the precision auto picks on every kind of hardware, seeds."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from pipeline import runtime as runtime_module
+from pipeline.config import RuntimeConfig
+from pipeline.errors import UserError
+from pipeline.runtime import Runtime, resolve_runtime, seed_everything
+
+# --- runtime ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def restore_torch_globals():
+    """resolve_runtime sets process-wide torch state; put it back for the other tests."""
+    threads = torch.get_num_threads()
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    yield
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_resolve_runtime_refuses_a_missing_cuda_naming_the_key(restore_torch_globals):
+    with pytest.raises(UserError, match=r"runtime\.device is 'cuda'.*runtime\.device: auto"):
+        resolve_runtime(RuntimeConfig(device="cuda"))
+
+
+@pytest.mark.skipif(
+    torch.cuda.is_available() or torch.backends.mps.is_available(), reason="auto picks an accelerator here"
+)
+def test_resolve_runtime_auto_is_cpu_without_an_accelerator(restore_torch_globals):
+    runtime = resolve_runtime(RuntimeConfig(device="auto", precision="fp32", threads=1))
+    assert (runtime.device, runtime.precision) == (torch.device("cpu"), "fp32")
+    assert runtime.hardware == runtime_module.describe_cpu() and "bf16" in runtime.hardware
+    assert torch.get_num_threads() == 1
+    assert torch.are_deterministic_algorithms_enabled()
+
+
+@pytest.fixture
+def cpu_kind(monkeypatch):
+    """Pretends to be a CPU of a chosen kind: the features torch reports and the probe's bf16 speedup."""
+
+    def pretend(features: tuple[str, ...], speedup: float) -> list[str]:
+        probes = []
+        monkeypatch.setattr(runtime_module, "cpu_bf16_features", lambda: features)
+
+        def probe() -> float:
+            probes.append("probe")
+            return speedup
+
+        monkeypatch.setattr(runtime_module, "bf16_matmul_speedup", probe)
+        runtime_module._warn_emulated_bf16.cache_clear()
+        return probes
+
+    yield pretend
+    runtime_module._warn_emulated_bf16.cache_clear()
+
+
+@pytest.mark.parametrize(
+    ("features", "speedup", "expected", "probed"),
+    [
+        (("avx512_bf16",), 9.0, "bf16", True),  # native and fast: trusted
+        (("amx",), 30.0, "bf16", True),
+        (("avx512_bf16",), 0.05, "fp32", True),  # reports support but runs slowly: not trusted
+        ((), 100.0, "fp32", False),  # no native feature: no probe needed, fp32
+    ],
+)
+def test_auto_precision_on_a_cpu_is_bf16_only_where_native_and_fast(cpu_kind, features, speedup, expected, probed):
+    probes = cpu_kind(features, speedup)
+    assert runtime_module.choose_precision("auto", "cpu") == expected
+    assert bool(probes) == probed
+
+
+def test_explicit_bf16_on_an_emulating_cpu_runs_but_warns_once_with_the_slowdown_and_fix(cpu_kind, capsys):
+    cpu_kind((), 1 / 85)
+    assert runtime_module.choose_precision("bf16", "cpu") == "bf16"
+    assert runtime_module.choose_precision("bf16", "cpu") == "bf16"
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1
+    assert "85x slower than fp32" in lines[0] and "runtime.precision: auto" in lines[0]
+
+
+def test_explicit_bf16_on_a_native_cpu_and_fp32_anywhere_are_silent(cpu_kind, capsys):
+    cpu_kind(("avx512_bf16",), 9.0)
+    assert runtime_module.choose_precision("bf16", "cpu") == "bf16"
+    assert runtime_module.choose_precision("fp32", "cpu") == "fp32"
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(("supported", "requested", "expected"),
+                         [(True, "auto", "bf16"), (False, "auto", "fp32"), (True, "fp32", "fp32"),
+                          (False, "bf16", "fp32"), (True, "bf16", "bf16")])  # fmt: skip
+def test_precision_on_cuda_follows_its_bf16_support(monkeypatch, supported, requested, expected):
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: supported)
+    assert runtime_module.choose_precision(requested, "cuda") == expected
+
+
+@pytest.mark.parametrize("requested", ["auto", "bf16", "fp32"])
+def test_precision_on_mps_is_fp32(requested):
+    assert runtime_module.choose_precision(requested, "mps") == "fp32"
+
+
+def test_the_real_probe_measures_a_positive_speedup_and_the_features_are_known_names():
+    assert runtime_module.bf16_matmul_speedup() > 0
+    assert set(runtime_module.cpu_bf16_features()) <= {"avx512_bf16", "amx"}
+
+
+def test_runtime_record_and_tags_name_precision_and_hardware():
+    runtime = Runtime(torch.device("cpu"), "fp32", "AVX2, no native bf16")
+    assert runtime.describe() == "cpu fp32 (AVX2, no native bf16)"
+    assert runtime.tags() == {"device": "cpu", "precision": "fp32", "hardware": "AVX2, no native bf16"}
+
+
+def test_seed_everything_repeats_python_numpy_and_torch():
+    def draw(seed: int) -> tuple:
+        generator = seed_everything(seed)
+        return random.random(), np.random.rand(), torch.rand(1).item(), torch.rand(1, generator=generator).item()
+
+    assert draw(11) == draw(11)
+    assert all(a != b for a, b in zip(draw(11), draw(12), strict=True))
