@@ -39,11 +39,11 @@ paper-20: install
 
 # The README's tables, from metrics/evaluate.json, data_hunger.json and ablation.json.
 results: install
-	@$(PY) -m pipeline.report 2>/dev/null
+	@$(PY) -m pipeline.tools.report
 
 # Every MLflow run of the preset's experiment, and test accuracy per commit and DVC experiment (reports/compare.md).
 compare: install
-	$(PY) -m pipeline.compare
+	$(PY) -m pipeline.tools.compare
 
 lint: install
 	$(BIN)/ruff check .

@@ -129,14 +129,18 @@ class ScratchRecipe:
         _check(0 <= self.dropout < 1, f"{key}.dropout", f"must be in [0, 1), got {self.dropout}")
 
 
-@dataclass(frozen=True)
-class TrainScratchConfig:
-    offline: ScratchRecipe = field(default_factory=ScratchRecipe)
-    paper: ScratchRecipe = field(default_factory=ScratchRecipe)
+class _PerPreset:
+    """A section with one subsection per preset (``offline``, ``paper``), each validated under its own key."""
 
     def validate(self, key: str) -> None:
-        self.offline.validate(f"{key}.offline")
-        self.paper.validate(f"{key}.paper")
+        for preset in ("offline", "paper"):
+            getattr(self, preset).validate(f"{key}.{preset}")
+
+
+@dataclass(frozen=True)
+class TrainScratchConfig(_PerPreset):
+    offline: ScratchRecipe = field(default_factory=ScratchRecipe)
+    paper: ScratchRecipe = field(default_factory=ScratchRecipe)
 
 
 @dataclass(frozen=True)
@@ -152,13 +156,9 @@ class HeadRecipe:
 
 
 @dataclass(frozen=True)
-class FinetuneHeadConfig:
+class FinetuneHeadConfig(_PerPreset):
     offline: HeadRecipe = field(default_factory=HeadRecipe)
     paper: HeadRecipe = field(default_factory=HeadRecipe)
-
-    def validate(self, key: str) -> None:
-        self.offline.validate(f"{key}.offline")
-        self.paper.validate(f"{key}.paper")
 
 
 @dataclass(frozen=True)

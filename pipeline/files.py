@@ -26,7 +26,8 @@ def temp_prefix(path: str | Path) -> str:
     return f".{Path(path).name}.{os.getpid()}."
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process with this pid runs on this machine (another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -52,7 +53,7 @@ def remove_stale_temps(directory: str | Path) -> list[Path]:
     removed = []
     for entry in directory.iterdir():
         match = _TEMP_NAME.fullmatch(entry.name)
-        if match is None or _alive(int(match.group(1))):
+        if match is None or process_alive(int(match.group(1))):
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)

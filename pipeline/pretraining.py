@@ -30,7 +30,9 @@ def pretrain(params: Params) -> tuple[dict, list[dict], dict]:
     with stage_tracker(params, "backbone", seed=cfg.seed, runtime=runtime, source="pretrain") as tracker:
 
         def report(record: dict) -> None:
-            tracker.log_metrics({k: v for k, v in record.items() if k != "epoch"}, step=record["epoch"])
+            # the pool's seven classes, not the target task: named apart from the arms' test_acc in MLflow
+            pool = {k.replace("test_", "pool_test_"): v for k, v in record.items() if k != "epoch"}
+            tracker.log_metrics(pool, step=record["epoch"])
             print(
                 f"backbone epoch {record['epoch']}: "
                 + ", ".join(f"{k} {v:.4f}" for k, v in record.items() if k != "epoch")

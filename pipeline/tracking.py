@@ -23,6 +23,8 @@ from pathlib import Path
 
 import torch
 
+from pipeline.files import process_alive
+
 
 def repo_root() -> Path:
     return Path(os.environ.get("DVC_ROOT") or Path.cwd()).resolve()
@@ -81,18 +83,58 @@ def _retry_when_locked(action):
             time.sleep(0.5 * 2**attempt)
 
 
+# What decides a run's results. Outputs are left out: `dvc repro` deletes a stage's git-tracked outputs
+# before running it, so including them would call every run dirty.
+SOURCES = ("pipeline", "params.yaml", "dvc.yaml")
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}  # `mlflow ui` opens on the runs
+
+
 def git_state() -> dict[str, str]:
-    """The commit and whether the work tree differs from it (``unknown`` outside git)."""
+    """The commit and whether the sources or params differ from it (``unknown`` outside git)."""
 
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], capture_output=True, text=True, check=True, timeout=30).stdout.strip()
 
     try:
         commit = git("rev-parse", "HEAD")
-        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no", "--", *SOURCES))
     except (OSError, subprocess.SubprocessError):
         return {"git_commit": "unknown", "git_dirty": "unknown"}
     return {"git_commit": commit, "git_dirty": str(dirty).lower()}
+
+
+def context_tags(commit: str) -> dict[str, str]:
+    """MLflow's reserved tags (the Source, Version and User columns of `mlflow ui`), and host and pid, by
+    which a later stage tells that this run's process died."""
+    import getpass
+
+    script = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
+    source = next((arg for arg in sys.orig_argv[1:] if arg.startswith("pipeline.")), script)  # the -m module
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # pragma: no cover - a uid without a name
+        user = "unknown"
+    return {
+        "mlflow.source.name": source,
+        "mlflow.source.type": "LOCAL",
+        "mlflow.source.git.commit": commit,
+        "mlflow.user": user,
+        "host": platform.node(),
+        "pid": str(os.getpid()),
+    }
+
+
+def mark_dead_runs_killed(client, experiment_id: str) -> list[str]:
+    """Marks this host's RUNNING runs whose process is gone (a SIGKILL, a closed laptop) as KILLED."""
+    here = platform.node()
+    killed = []
+    for run in client.search_runs([experiment_id], filter_string="attributes.status = 'RUNNING'", max_results=1000):
+        tags = run.data.tags
+        pid = tags.get("pid", "")
+        if tags.get("host") == here and pid.isdigit() and not process_alive(int(pid)):
+            client.set_terminated(run.info.run_id, status="KILLED")
+            killed.append(run.info.run_id)
+    return killed
 
 
 def provenance() -> dict[str, str]:
@@ -103,6 +145,15 @@ def provenance() -> dict[str, str]:
         "platform": platform.platform(),
         "cpu_count": str(os.cpu_count()),
     }
+
+
+def quiet_mlflow_logs() -> None:
+    """MLflow and alembic announce every store set-up at INFO ("Creating initial MLflow database tables..."):
+    keep stage output to the stage's own lines."""
+    import logging
+
+    for name in ("mlflow", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 class Tracker:
@@ -131,13 +182,16 @@ class Tracker:
                 from mlflow.entities import Param, RunTag
 
                 uri = tracking_uri()
-                tags = {**self.tags, **git_state(), **provenance()}
+                quiet_mlflow_logs()
+                git = git_state()
+                tags = {**self.tags, **git, **provenance(), **context_tags(git["git_commit"])}
                 if os.environ.get("DVC_EXP_NAME"):
                     tags["dvc_experiment"] = os.environ["DVC_EXP_NAME"]
                 params = [Param(k, str(v)[:6000]) for k, v in self.params.items()]
                 with _store_lock(uri):
                     self.client = mlflow.MlflowClient(tracking_uri=uri)
                     experiment_id = _retry_when_locked(lambda: self._experiment_id(uri))
+                    _retry_when_locked(lambda: mark_dead_runs_killed(self.client, experiment_id))
                     run = _retry_when_locked(lambda: self.client.create_run(experiment_id, run_name=self.run_name))
                     self.run_id = run.info.run_id
                     _retry_when_locked(
@@ -155,11 +209,14 @@ class Tracker:
     def _experiment_id(self, uri: str) -> str:
         found = self.client.get_experiment_by_name(self.experiment)
         if found is not None:
+            for key, value in EXPERIMENT_KIND.items():
+                if found.tags.get(key) != value:  # made by an older version of this code
+                    self.client.set_experiment_tag(found.experiment_id, key, value)
             return found.experiment_id
         artifacts = None
         if uri.startswith("sqlite:"):
             artifacts = (repo_root() / "mlartifacts" / self.experiment).as_uri()
-        return self.client.create_experiment(self.experiment, artifact_location=artifacts)
+        return self.client.create_experiment(self.experiment, artifact_location=artifacts, tags=EXPERIMENT_KIND)
 
     def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
         if self.client is None:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from torch import nn
 
-from pipeline.arms.common import load_point, paper_recipe, stream_for, train_and_test
+from pipeline.arms.common import load_point, paper_recipe, seeded_run
 from pipeline.config import Params
-from pipeline.runtime import Runtime, seed_everything
+from pipeline.runtime import Runtime
 
 VIEW = "scratch"  # the same inputs as the from-scratch ViT
 
@@ -66,9 +66,10 @@ def point_data(params: Params, point: int, runtime: Runtime) -> dict:
 
 def run_seed(params: Params, data: dict, runtime: Runtime, seed: int) -> tuple[dict, float, float, int]:
     """One curve run, with the from-scratch ViT's recipe and budget."""
-    generator = seed_everything(seed)
-    stream = stream_for(params, data, generator)
     recipe = paper_recipe(params.data_hunger, params.data_hunger.scratch_lr)
-    in_channels = data["train_inputs"].shape[1]
-    model = small_resnet(in_channels, data["num_classes"], tuple(params.data_hunger.cnn_widths))
-    return train_and_test(model, recipe, params, data, runtime, generator, stream, f"cnn seed {seed}")
+
+    def build() -> nn.Sequential:
+        in_channels = data["train_inputs"].shape[1]
+        return small_resnet(in_channels, data["num_classes"], tuple(params.data_hunger.cnn_widths))
+
+    return seeded_run(params, data, runtime, seed, recipe, build, f"cnn seed {seed}")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import torch
+from collections.abc import Callable
+
 from torch import nn
 
 from pipeline import paths
@@ -10,7 +11,7 @@ from pipeline.config import DataHungerConfig, Params
 from pipeline.curve import sweep_sizes, sweep_train_set
 from pipeline.data import batch_preparer, gather, load_split, nested_indices, step_stream
 from pipeline.engine import Recipe, count_parameters, evaluate, train
-from pipeline.runtime import Runtime
+from pipeline.runtime import Runtime, seed_everything
 
 
 def paper_recipe(cfg: DataHungerConfig, lr: float) -> Recipe:
@@ -42,15 +43,20 @@ def load_point(params: Params, view: str, point: int) -> dict:
     }
 
 
-def train_and_test(
-    model: nn.Module, recipe: Recipe, params: Params, data: dict, runtime: Runtime, generator: torch.Generator,
-    stream: torch.Tensor, description: str,
+def seeded_run(
+    params: Params, data: dict, runtime: Runtime, seed: int, recipe: Recipe, build_model: Callable[[], nn.Module],
+    description: str,
 ) -> tuple[dict, float, float, int]:  # fmt: skip
-    """Trains ``model`` over ``stream`` once, then tests it once on the whole test set.
+    """One run of an arm on the curve: seeds everything, draws the fixed step budget as a stream of indices
+    into the point's images, builds the model (in that order, so a seed gives the same run every time), trains
+    it once over the stream and tests it once on the whole test set.
 
     Returns the last training record, test accuracy, test loss and the number of trained parameters.
     """
-    model = model.to(runtime.device)
+    cfg = params.data_hunger
+    generator = seed_everything(seed)
+    stream = step_stream(len(data["train_labels"]), cfg.steps, cfg.batch_size, generator)
+    model = build_model().to(runtime.device)
     history = train(
         model, stream, data["train_labels"][stream], recipe, runtime, generator,
         prepare=gather(data["train_inputs"], data["prepare"]), description=description,
@@ -59,9 +65,3 @@ def train_and_test(
         model, data["test_inputs"], data["test_labels"], runtime, params.evaluate.batch_size, data["test_prepare"]
     )
     return history[-1], result.accuracy, result.loss, count_parameters(model, trainable_only=True)
-
-
-def stream_for(params: Params, data: dict, generator: torch.Generator) -> torch.Tensor:
-    """The curve's fixed step budget as one stream of indices into the point's images."""
-    cfg = params.data_hunger
-    return step_stream(len(data["train_labels"]), cfg.steps, cfg.batch_size, generator)

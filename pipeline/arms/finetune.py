@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from pipeline.arms.common import load_point, paper_recipe, stream_for, train_and_test
+from pipeline.arms.common import load_point, paper_recipe, seeded_run
 from pipeline.config import Params
 from pipeline.model import ViT
 from pipeline.pretraining import load_backbone
-from pipeline.runtime import Runtime, seed_everything
+from pipeline.runtime import Runtime
 
 VIEW = "pretrained"
 
@@ -22,11 +22,12 @@ def point_data(params: Params, point: int, runtime: Runtime) -> dict:
 
 def run_seed(params: Params, data: dict, runtime: Runtime, seed: int) -> tuple[dict, float, float, int]:
     """One curve run: the paper's recipe at ``data_hunger.finetune_lr`` for the fixed step budget."""
-    generator = seed_everything(seed)
-    stream = stream_for(params, data, generator)
     recipe = paper_recipe(params.data_hunger, params.data_hunger.finetune_lr)
-    model = finetune_model(data["backbone"], data["num_classes"])
-    return train_and_test(model, recipe, params, data, runtime, generator, stream, f"finetune seed {seed}")
+
+    def build() -> ViT:
+        return finetune_model(data["backbone"], data["num_classes"])
+
+    return seeded_run(params, data, runtime, seed, recipe, build, f"finetune seed {seed}")
 
 
 def finetune_model(backbone: ViT, num_classes: int) -> ViT:

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from pipeline import paths
-from pipeline.arms.common import load_point, stream_for, train_and_test
+from pipeline.arms.common import load_point, seeded_run
 from pipeline.config import Params
 from pipeline.data import ImageSet, batch_preparer
 from pipeline.engine import Evaluation, Recipe, evaluate, extract_features
@@ -15,7 +15,7 @@ from pipeline.errors import UserError
 from pipeline.files import load_tensors
 from pipeline.model import ViT
 from pipeline.pretraining import load_backbone
-from pipeline.runtime import Runtime, seed_everything
+from pipeline.runtime import Runtime
 
 VIEW = "pretrained"
 
@@ -35,11 +35,12 @@ def point_data(params: Params, point: int, runtime: Runtime) -> dict:
 def run_seed(params: Params, data: dict, runtime: Runtime, seed: int) -> tuple[dict, float, float, int]:
     """One curve run: Adam at ``data_hunger.linear_lr`` on the features, for the fixed step budget."""
     cfg = params.data_hunger
-    generator = seed_everything(seed)
-    stream = stream_for(params, data, generator)
     recipe = Recipe(lr=cfg.linear_lr, batch_size=cfg.batch_size, epochs=1, optimizer="adam")
-    model = nn.Linear(data["train_inputs"].shape[1], data["num_classes"])
-    return train_and_test(model, recipe, params, data, runtime, generator, stream, f"linear seed {seed}")
+
+    def build() -> nn.Linear:
+        return nn.Linear(data["train_inputs"].shape[1], data["num_classes"])
+
+    return seeded_run(params, data, runtime, seed, recipe, build, f"linear seed {seed}")
 
 
 def head_state(head: nn.Linear) -> dict[str, torch.Tensor]:

@@ -4,7 +4,7 @@ curve runs, and the recipe ablation's variants (which all train this arm)."""
 from __future__ import annotations
 
 from pipeline import paths
-from pipeline.arms.common import load_point, paper_recipe, stream_for, train_and_test
+from pipeline.arms.common import load_point, paper_recipe, seeded_run
 from pipeline.config import Params
 from pipeline.data import ImageSet, batch_preparer, gather, step_stream
 from pipeline.engine import Evaluation, Recipe, evaluate, train
@@ -23,11 +23,12 @@ def point_data(params: Params, point: int, runtime: Runtime) -> dict:
 
 def run_seed(params: Params, data: dict, runtime: Runtime, seed: int) -> tuple[dict, float, float, int]:
     """One curve run: the paper's recipe at ``data_hunger.scratch_lr`` for the fixed step budget."""
-    generator = seed_everything(seed)
-    stream = stream_for(params, data, generator)
     recipe = paper_recipe(params.data_hunger, params.data_hunger.scratch_lr)
-    model = ViT(vit_config(params.model_name, num_classes=data["num_classes"]))
-    return train_and_test(model, recipe, params, data, runtime, generator, stream, f"scratch seed {seed}")
+
+    def build() -> ViT:
+        return ViT(vit_config(params.model_name, num_classes=data["num_classes"]))
+
+    return seeded_run(params, data, runtime, seed, recipe, build, f"scratch seed {seed}")
 
 
 def load_scratch(params: Params, num_classes: int, seed: int, runtime: Runtime) -> ViT:

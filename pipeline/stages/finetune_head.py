@@ -1,7 +1,7 @@
 """Stage finetune_head: freeze the pretrained backbone and train a new linear head, per seed.
 
 The frozen backbone's features are computed once; training the head on them is the same as
-seed 000's per-epoch forward through the frozen model (tests/test_pipeline_units.py proves it),
+seed 000's per-epoch forward through the frozen model (tests/unit/test_engine.py proves it),
 only 10x cheaper for 10 epochs.
 """
 

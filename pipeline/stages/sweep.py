@@ -1,21 +1,11 @@
 """Stage sweep: one point of the data-hunger curve, one arm at one training-set size, once per seed.
 
-``python -m pipeline.sweep <arm> <point>``; dvc.yaml runs it as two matrices, ``sweep_scratch``
-(arm scratch/cnn x point 0..5) and ``sweep_pretrained`` (arm linear/finetune x point 0..5), and
-``data_hunger`` gathers them.
-
-Arms: ``scratch`` (the same ViT from random initialisation), ``cnn`` (a small ResNet of about the
-same parameter count, :mod:`pipeline.cnn`, with the scratch arm's recipe: the inductive-bias
-baseline), ``linear`` (the pretrained backbone frozen, a new linear head on features computed once)
-and ``finetune`` (the whole pretrained backbone trained, with a new zero-initialised head, as the
-paper fine-tunes). Every run takes the same fixed
-number of optimiser steps of ``batch_size`` images whatever the set size, so a point costs the same
-at 10 images per class as at 6000, and the test set is evaluated once, at the end.
-
-Sizes: a point is an index into ``data_hunger.offline_sizes`` (images per class) or, for the paper
-preset, ``data_hunger.paper_fractions`` (times the largest class's count, each class clipped to what
-it has). Subsets are nested: each class's images are put in one fixed random order (seed
-``SUBSET_SEED``, never chosen by test score) and a size takes the first ``n`` of each class.
+``python -m pipeline.stages.sweep <arm> <point>``; dvc.yaml runs it as the matrices ``sweep_scratch``,
+``sweep_cnn`` (point 0..5) and ``sweep_pretrained`` (arm linear/finetune x point 0..5), and ``data_hunger``
+gathers them. The arm's code is ``pipeline/arms/<arm>.py`` (see :mod:`pipeline.arms`), imported by name so
+that each item depends on its own arm only. Every run takes the same fixed number of optimiser steps of
+``data_hunger.batch_size`` images whatever the set size, and the test set is evaluated once, at the end;
+sizes and nested subsets are :mod:`pipeline.curve`'s.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Every MLflow run of the preset's experiment in one table, and test accuracy per code version and experiment.
 
-    make compare        # = python -m pipeline.compare
+    make compare        # = python -m pipeline.tools.compare
 
 Reads the store of :func:`pipeline.tracking.tracking_uri` (``mlflow.db`` at the repository root, or
 ``MLFLOW_TRACKING_URI``), experiment ``vit-<preset>``. Writes ``reports/compare.md`` and

@@ -1,7 +1,7 @@
 """How long a full ``dvc repro`` of the committed params should take here: printed by ``make repro``.
 
 Resolves the runtime exactly as the stages will (device, the precision ``auto`` picks, the CPU kind)
-and looks it up in ``metrics/repro_time.json``, the committed wall times of full runs.
+and looks it up in ``metrics/repro_time.json``, the committed wall times of full runs per device and precision.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ TIMES = Path("metrics/repro_time.json")
 
 def estimate_line(runtime_key: str, hardware: str, times: dict) -> str:
     """One line: the measured time for this device and precision, or what is known instead."""
-    measured = times.get(runtime_key)
+    measured = times.get("runs", {}).get(runtime_key)
     here = f"{runtime_key} ({hardware})"
     if measured is None:
-        known = ", ".join(f"{key}: {value['minutes']:.0f} min" for key, value in times.items())
+        known = ", ".join(f"{key}: {value['minutes']:.0f} min" for key, value in times.get("runs", {}).items())
         return f"dvc repro from scratch runs in {here}; no full run was timed in that setting ({known})"
     return (
         f"dvc repro from scratch runs in {here}: about {measured['minutes']:.0f} min, measured on "

@@ -1,6 +1,6 @@
 """Class probabilities for your own images from a trained model in ``models/``.
 
-    python -m pipeline.predict photo.jpg other.png [--model scratch|pretrained] [--seed S] [--invert]
+    python -m pipeline.tools.predict photo.jpg other.png [--model scratch|pretrained] [--seed S] [--invert]
 
 Each image gets its arm's input transform (paper preset: the scratch arm squashes to the model size,
 the pretrained arm resizes and centre-crops like torchvision's weights; offline preset: both arms
@@ -34,7 +34,7 @@ INVERT_HELP = (
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m pipeline.predict",
+        prog="python -m pipeline.tools.predict",
         description="Class probabilities for your own images (JPEG, PNG, ... of any size, grey or colour) "
         "from a model trained by `dvc repro`.",
         epilog="Offline preset (Fashion-MNIST): the models saw white garments on a black background; "

@@ -1,4 +1,4 @@
-"""Prints the README's results tables (markdown) from the committed metrics: `python -m pipeline.report`.
+"""Prints the README's results tables (markdown) from the committed metrics: `python -m pipeline.tools.report`.
 
 The headline table comes from metrics/evaluate.json, the data-hunger curve from metrics/data_hunger.json
 and the recipe ablation from metrics/ablation.json (beside the pretrained arm of evaluate.json).

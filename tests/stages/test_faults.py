@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import png_claiming
+from helpers import OpensMarker, png_claiming
 from loopback import ScriptedServer, running_server
 from project_copy import clean_env, copy_project, set_params
 
@@ -737,16 +737,6 @@ def test_parallel_writers_on_a_new_sqlite_store_record_every_run(tmp_path):
 
 
 # --- 11. a checkpoint holding a pickle payload -------------------------------------------------------
-
-
-class OpensMarker:
-    """Unpickling this calls ``open(marker, "w")``, creating the marker: proof that code ran."""
-
-    def __init__(self, marker: Path) -> None:
-        self.marker = marker
-
-    def __reduce__(self):
-        return (open, (str(self.marker), "w"))
 
 
 @pytest.mark.parametrize("stage", ["finetune_head", "evaluate"])

@@ -170,3 +170,31 @@ def test_flatten_gives_dotted_string_keys_for_every_field():
     assert "seeds" in flat and "runtime.device" in flat and "paper.weights_sha256" in flat
     assert all(isinstance(v, str) for v in flat.values())
     assert "runtime" not in flat and "train_scratch" not in flat  # leaves only, never a whole section
+
+
+def test_the_paper_preset_trains_exactly_as_seed_000():
+    """Seed 000: Adam, betas (0.9, 0.999), lr 3e-3, weight decay 0.3, batch 32, 5 epochs, dropout 0.1 (Table 3);
+    the pretrained head Adam at lr 1e-3, batch 32, 10 epochs. The paper preset must read exactly these."""
+    params = parse_params(with_value(raw_params(), "preset", "paper"))
+    scratch, head = params.scratch_recipe, params.head_recipe
+    assert (scratch.optimizer, scratch.lr, scratch.weight_decay, scratch.batch_size, scratch.epochs) == (
+        "adam",
+        0.003,
+        0.3,
+        32,
+        5,
+    )
+    assert (scratch.dropout, scratch.schedule, scratch.warmup_fraction, scratch.grad_clip, scratch.augment) == (
+        0.1,
+        "none",
+        0.0,
+        0.0,
+        False,
+    )
+    assert (head.lr, head.batch_size, head.epochs) == (0.001, 32, 10)
+    assert params.model_name == params.backbone_model_name == "B/16"
+
+
+def test_each_preset_reads_its_own_recipe():
+    offline = parse_params(raw_params())
+    assert offline.scratch_recipe is offline.train_scratch.offline and offline.head_recipe.epochs == 50

@@ -237,3 +237,13 @@ def test_extract_features_runs_the_backbone_in_eval_mode():
     with torch.no_grad():
         expected = backbone.eval().forward_features(images)
     assert torch.allclose(features, expected, atol=1e-6)
+
+
+def test_progress_bars_stay_quiet_when_stderr_is_not_a_terminal(capsys):
+    from pipeline.engine import progress_bar
+
+    with progress_bar(10, "train") as bar:  # pytest captures stderr: not a terminal, as in CI or a log file
+        assert bar.disable
+        bar.update(10)
+    train_tiny(0)
+    assert capsys.readouterr().err == ""

@@ -9,21 +9,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import OpensMarker
 
 from pipeline import files
 from pipeline.errors import UserError
 
 # --- files -----------------------------------------------------------------------------------
-
-
-class OpensMarker:
-    """Unpickling this calls ``open(marker, "w")``, which creates the marker: proof that code ran."""
-
-    def __init__(self, marker: Path) -> None:
-        self.marker = marker
-
-    def __reduce__(self):
-        return (open, (str(self.marker), "w"))
 
 
 @pytest.mark.parametrize("writer", ["torch.save", "pickle"])
