@@ -244,7 +244,10 @@ def project(tmp_path_factory, server) -> Project:
     env["MLFLOW_TRACKING_URI"] = f"sqlite:///{root / 'mlflow.db'}"
     project = Project(repo, env, server, root / "inject.py")
     project.archive = archive
-    chain = "import runpy\nfor stage in {stages}:\n    runpy.run_module(f'pipeline.stages.{{stage}}', run_name='__main__')"
+    chain = (
+        "import runpy\nfor stage in {stages}:\n"
+        "    runpy.run_module(f'pipeline.stages.{{stage}}', run_name='__main__')"
+    )
     stages = ["download", "prepare", "backbone", "train_scratch", "finetune_head", "evaluate"]
     result = subprocess.run(  # one process for the whole chain: every start costs seconds of importing torch
         [sys.executable, "-c", chain.format(stages=stages)], cwd=repo, env=env, capture_output=True, text=True,
