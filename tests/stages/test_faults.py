@@ -245,8 +245,7 @@ def project(tmp_path_factory, server) -> Project:
     project = Project(repo, env, server, root / "inject.py")
     project.archive = archive
     chain = (
-        "import runpy\nfor stage in {stages}:\n"
-        "    runpy.run_module(f'pipeline.stages.{{stage}}', run_name='__main__')"
+        "import runpy\nfor stage in {stages}:\n    runpy.run_module(f'pipeline.stages.{{stage}}', run_name='__main__')"
     )
     stages = ["download", "prepare", "backbone", "train_scratch", "finetune_head", "evaluate"]
     result = subprocess.run(  # one process for the whole chain: every start costs seconds of importing torch
