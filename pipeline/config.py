@@ -178,11 +178,9 @@ class EvaluateConfig:
         _check(self.batch_size >= 1, f"{key}.batch_size", "must be at least 1")
 
 
-SWEEP_POINTS = 6  # dvc.yaml's data-hunger matrices sweep point 0..5; each preset maps a point to a size
-
-
 @dataclass(frozen=True)
 class DataHungerConfig:
+    points: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4, 5])
     offline_sizes: list[int] = field(default_factory=lambda: [10, 25, 75, 250, 1000, 6000])
     paper_fractions: list[float] = field(default_factory=lambda: [0.1, 0.2, 0.3, 0.5, 0.75, 1.0])
     steps: int = 150
@@ -200,10 +198,12 @@ class DataHungerConfig:
         _check(len(self.cnn_widths) >= 1 and min(self.cnn_widths) >= 1, f"{key}.cnn_widths",
                f"must list one positive channel count per stage, got {self.cnn_widths}")  # fmt: skip
         _check(self.logreg_max_per_class >= 0, f"{key}.logreg_max_per_class", "must not be negative")
+        _check(self.points == list(range(len(self.points))) and len(self.points) >= 1, f"{key}.points",
+               f"must be 0, 1, ..., n-1 (dvc.yaml's sweep items, one per size), got {self.points}")  # fmt: skip
         for name in ("offline_sizes", "paper_fractions"):
             values = getattr(self, name)
-            _check(len(values) == SWEEP_POINTS, f"{key}.{name}",
-                   f"must list {SWEEP_POINTS} values, one per dvc.yaml sweep point, got {len(values)}")  # fmt: skip
+            _check(len(values) == len(self.points), f"{key}.{name}",
+                   f"must list one value per sweep point ({len(self.points)}), got {len(values)}")  # fmt: skip
             _check(all(a < b for a, b in itertools.pairwise(values)), f"{key}.{name}",
                    f"must be strictly increasing (smaller sets are subsets of larger ones), got {values}")  # fmt: skip
         _check(all(1 <= n <= 6000 for n in self.offline_sizes), f"{key}.offline_sizes",

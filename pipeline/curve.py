@@ -15,7 +15,7 @@ import torch
 
 from pipeline import paths
 from pipeline.arms import ARMS
-from pipeline.config import SWEEP_POINTS, Params
+from pipeline.config import Params
 from pipeline.data import ImageSet, load_split, nested_indices
 from pipeline.errors import UserError
 from pipeline.metrics import baselines as baselines_of
@@ -62,12 +62,12 @@ def parameter_count(n: int) -> str:
     return f"{n / 1e6:.2g}M" if n >= 100_000 else f"{n:,}"
 
 
-def read_points(arms=ARMS, points: int = SWEEP_POINTS) -> dict[str, list[dict]]:
+def read_points(points: list[int], arms=ARMS) -> dict[str, list[dict]]:
     """Every point's summary, per arm, in size order."""
     summaries = {}
     for arm in arms:
         summaries[arm] = []
-        for point in range(points):
+        for point in points:
             path = point_path(arm, point)
             if not path.is_file():
                 raise UserError(f"{path} is missing; run `dvc repro` (the sweep stages make it)")

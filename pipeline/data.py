@@ -224,23 +224,6 @@ def nested_indices(labels: torch.Tensor, per_class: int, seed: int = SUBSET_SEED
     return torch.from_numpy(np.sort(np.concatenate(chosen)))
 
 
-def step_stream(n: int, steps: int, batch_size: int, generator: torch.Generator) -> torch.Tensor:
-    """(steps * batch_size,) indices into ``n`` images, each used equally often (within one).
-
-    Given to the engine as one "epoch", it makes exactly ``steps`` optimiser steps of ``batch_size``.
-    """
-    return torch.randperm(n, generator=generator)[torch.arange(steps * batch_size) % n]
-
-
-def gather(inputs: torch.Tensor, prepare):
-    """A batch function over stream indices: looks the inputs up, then applies ``prepare``."""
-
-    def prepare_indices(index: torch.Tensor, training: bool, generator: torch.Generator) -> torch.Tensor:
-        return prepare(inputs[index], training, generator)
-
-    return prepare_indices
-
-
 SPLIT_SEED = 0  # which few-shot images are drawn; fixed, never chosen by looking at test scores
 
 

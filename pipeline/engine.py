@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -15,21 +15,24 @@ from pipeline.runtime import Runtime
 
 # Turns a batch of stored inputs (uint8 images or float features) into model inputs.
 PrepareBatch = Callable[[torch.Tensor, bool, torch.Generator], torch.Tensor]
-EpochCallback = Callable[[dict], None]
+RecordCallback = Callable[[dict], None]
 
 
 @dataclass(frozen=True)
 class Recipe:
-    """How to train: optimiser, schedule, batch size and epochs."""
+    """How to train: optimiser, schedule, batch size and the number of optimiser steps.
+
+    Steps are the one budget the trainer counts; an epoch-based recipe converts with :func:`epoch_steps`.
+    """
 
     lr: float
     batch_size: int
-    epochs: int
-    optimizer: str = "adam"  # adam | adamw
-    weight_decay: float = 0.0
-    schedule: str = "none"  # none | cosine (after linear warmup)
-    warmup_fraction: float = 0.0
-    grad_clip: float = 0.0  # max global gradient norm; 0 disables clipping
+    steps: int
+    optimizer: str  # adam (weight decay added to the gradient, L2) | adamw (decoupled decay)
+    weight_decay: float
+    schedule: str  # none | cosine (after linear warmup)
+    warmup_fraction: float
+    grad_clip: float  # max global gradient norm; 0 disables clipping
 
 
 class NonFiniteLossError(UserError):
@@ -58,6 +61,25 @@ def progress_bar(total: int, description: str, unit: str = "step"):
 
 def identity_batch(inputs: torch.Tensor, train: bool, generator: torch.Generator) -> torch.Tensor:
     return inputs
+
+
+def epoch_steps(epochs: int, n: int, batch_size: int) -> int:
+    """Optimiser steps in ``epochs`` passes over ``n`` examples (each epoch's last batch may be short)."""
+    return epochs * math.ceil(n / batch_size)
+
+
+def epoch_batches(n: int, batch_size: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
+    """Index batches over ``n`` examples: a new shuffle each epoch, whose last batch is short when
+    ``batch_size`` does not divide ``n``. Endless; the trainer takes as many as its steps."""
+    while True:
+        yield from torch.randperm(n, generator=generator).split(batch_size)
+
+
+def budget_batches(n: int, steps: int, batch_size: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
+    """Exactly ``steps`` full batches over ``n`` examples, each example used equally often (within one),
+    in a random order: a fixed budget of images seen, whatever ``n`` is (the data-hunger curve's)."""
+    stream = torch.randperm(n, generator=generator)[torch.arange(steps * batch_size) % n]
+    yield from stream[torch.randperm(len(stream), generator=generator)].split(batch_size)
 
 
 def make_optimizer(parameters, recipe: Recipe) -> torch.optim.Optimizer:
@@ -105,49 +127,55 @@ def evaluate(
 
 def train(
     model: nn.Module,
-    train_inputs: torch.Tensor,
-    train_labels: torch.Tensor,
+    inputs: torch.Tensor,
+    labels: torch.Tensor,
     recipe: Recipe,
     runtime: Runtime,
     generator: torch.Generator,
+    *,
+    batches: Iterator[torch.Tensor] | None = None,
     prepare: PrepareBatch = identity_batch,
-    test_inputs: torch.Tensor | None = None,
-    test_labels: torch.Tensor | None = None,
-    eval_batch_size: int | None = None,
-    on_epoch: EpochCallback | None = None,
+    record_every: int | None = None,
+    evaluations: dict[str, tuple[torch.Tensor, torch.Tensor]] | None = None,
+    eval_batch_size: int = 256,
+    on_record: RecordCallback | None = None,
     description: str = "train",
 ) -> list[dict]:
-    """Trains ``model`` in place with cross-entropy; returns one record per epoch.
+    """Trains ``model`` in place with cross-entropy for ``recipe.steps`` steps; returns its records.
 
-    Each record has ``epoch``, ``train_loss`` and ``train_acc`` (over every image seen that epoch,
-    weighted per image) and, when a test set is given, ``test_loss`` and ``test_acc``.
+    ``batches`` yields index batches into ``inputs`` (default :func:`epoch_batches`, drawn from
+    ``generator``). Every ``record_every`` steps (default: once, at the end) a record is made: ``epoch``
+    (the record's number: an epoch where ``record_every`` is an epoch's steps), ``step``, ``train_loss`` and
+    ``train_acc`` over every image since the last record (weighted per image) and, for each named set in
+    ``evaluations``, ``<name>_loss`` and ``<name>_acc`` over all of it, scored through ``prepare`` with
+    training off.
 
     Raises:
         NonFiniteLossError: the loss became NaN or infinite, with the epoch, step and likely cause.
     """
+    record_every = record_every or recipe.steps
+    if batches is None:
+        batches = epoch_batches(len(labels), recipe.batch_size, generator)
     parameters = [p for p in model.parameters() if p.requires_grad]
     optimizer = make_optimizer(parameters, recipe)
-    steps_per_epoch = math.ceil(len(train_labels) / recipe.batch_size)
-    total_steps = steps_per_epoch * recipe.epochs
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, total_steps, recipe))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, recipe.steps, recipe))
     history = []
-    bar = progress_bar(total_steps, description)
-    for epoch in range(1, recipe.epochs + 1):
-        model.train()
-        order = torch.randperm(len(train_labels), generator=generator)
-        loss_sum, correct = 0.0, 0
-        for step, start in enumerate(range(0, len(order), recipe.batch_size), start=1):
-            index = order[start : start + recipe.batch_size]
-            inputs = runtime.to_device(prepare(train_inputs[index], True, generator))
-            labels = runtime.to_device(train_labels[index])
+    loss_sum, correct, seen = 0.0, 0, 0
+    model.train()
+    with progress_bar(recipe.steps, description) as bar:
+        for step in range(1, recipe.steps + 1):
+            index = next(batches)
+            batch_inputs = runtime.to_device(prepare(inputs[index], True, generator))
+            batch_labels = runtime.to_device(labels[index])
             with runtime.autocast():
-                logits = model(inputs)
-            loss = F.cross_entropy(logits.float(), labels)
+                logits = model(batch_inputs)
+            loss = F.cross_entropy(logits.float(), batch_labels)
             if not torch.isfinite(loss):
+                epoch, step_in_epoch = divmod(step - 1, record_every)
                 raise NonFiniteLossError(
-                    f"the training loss became {loss.item()} at epoch {epoch}, step {step}; the learning rate "
-                    f"({recipe.lr}) is probably too high for this model, or the inputs hold NaN. Lower the lr in "
-                    "params.yaml (warmup_fraction and grad_clip help too, where the stage has them)"
+                    f"the training loss became {loss.item()} at epoch {epoch + 1}, step {step_in_epoch + 1}; the "
+                    f"learning rate ({recipe.lr}) is probably too high for this model, or the inputs hold NaN. Lower "
+                    "the lr in params.yaml (warmup_fraction and grad_clip help too, where the stage has them)"
                 )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -155,17 +183,24 @@ def train(
                 nn.utils.clip_grad_norm_(parameters, recipe.grad_clip)
             optimizer.step()
             scheduler.step()
-            loss_sum += loss.item() * len(labels)
-            correct += (logits.argmax(dim=1) == labels).sum().item()
+            loss_sum += loss.item() * len(batch_labels)
+            correct += (logits.argmax(dim=1) == batch_labels).sum().item()
+            seen += len(batch_labels)
             bar.update(1)
-        record = {"epoch": epoch, "train_loss": loss_sum / len(order), "train_acc": correct / len(order)}
-        if test_inputs is not None:
-            result = evaluate(model, test_inputs, test_labels, runtime, eval_batch_size or len(test_labels), prepare)
-            record.update(test_loss=result.loss, test_acc=result.accuracy)
-        history.append(record)
-        if on_epoch is not None:
-            on_epoch(record)
-    bar.close()
+            if step % record_every == 0 or step == recipe.steps:
+                record = {
+                    "epoch": len(history) + 1,
+                    "step": step,
+                    "train_loss": loss_sum / seen,
+                    "train_acc": correct / seen,
+                }
+                for name, (eval_inputs, eval_labels) in (evaluations or {}).items():
+                    result = evaluate(model, eval_inputs, eval_labels, runtime, eval_batch_size, prepare)
+                    record.update({f"{name}_loss": result.loss, f"{name}_acc": result.accuracy})
+                history.append(record)
+                if on_record is not None:
+                    on_record(record)
+                loss_sum, correct, seen = 0.0, 0, 0
     return history
 
 

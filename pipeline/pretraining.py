@@ -8,7 +8,7 @@ from pathlib import Path
 from pipeline import paths
 from pipeline.config import Params
 from pipeline.data import batch_preparer, load_split
-from pipeline.engine import Recipe, count_parameters, train
+from pipeline.engine import Recipe, count_parameters, epoch_steps, train
 from pipeline.errors import UserError
 from pipeline.fetch import download
 from pipeline.files import load_tensors
@@ -23,26 +23,27 @@ def pretrain(params: Params) -> tuple[dict, list[dict], dict]:
     cfg = params.backbone
     generator = seed_everything(cfg.seed)
     model = ViT(vit_config(params.offline.model, num_classes=len(pool_train.classes))).to(runtime.device)
+    steps_per_epoch = epoch_steps(1, len(pool_train), cfg.batch_size)
     recipe = Recipe(
-        lr=cfg.lr, batch_size=cfg.batch_size, epochs=cfg.epochs, optimizer="adamw", weight_decay=cfg.weight_decay,
-        schedule="cosine", warmup_fraction=cfg.warmup_fraction, grad_clip=cfg.grad_clip,
+        lr=cfg.lr, batch_size=cfg.batch_size, steps=cfg.epochs * steps_per_epoch, optimizer="adamw",
+        weight_decay=cfg.weight_decay, schedule="cosine", warmup_fraction=cfg.warmup_fraction, grad_clip=cfg.grad_clip,
     )  # fmt: skip
     with stage_tracker(params, "backbone", seed=cfg.seed, runtime=runtime, source="pretrain") as tracker:
 
         def report(record: dict) -> None:
             # the pool's seven classes, not the target task: named apart from the arms' test_acc in MLflow
-            pool = {k.replace("test_", "pool_test_"): v for k, v in record.items() if k != "epoch"}
+            pool = {k.replace("test_", "pool_test_"): v for k, v in record.items() if k not in ("epoch", "step")}
             tracker.log_metrics(pool, step=record["epoch"])
             print(
                 f"backbone epoch {record['epoch']}: "
-                + ", ".join(f"{k} {v:.4f}" for k, v in record.items() if k != "epoch")
+                + ", ".join(f"{k} {v:.4f}" for k, v in record.items() if k not in ("epoch", "step"))
             )
 
         history = train(
             model, pool_train.images, pool_train.labels, recipe, runtime, generator,
-            prepare=batch_preparer(pool_train, cfg.augment),
-            test_inputs=pool_test.images, test_labels=pool_test.labels, eval_batch_size=params.evaluate.batch_size,
-            on_epoch=report, description="backbone",
+            prepare=batch_preparer(pool_train, cfg.augment), record_every=steps_per_epoch,
+            evaluations={"test": (pool_test.images, pool_test.labels)}, eval_batch_size=params.evaluate.batch_size,
+            on_record=report, description="backbone",
         )  # fmt: skip
     state = {k: v.cpu() for k, v in model.state_dict().items()}
     summary = {

@@ -9,16 +9,15 @@ from torch import nn
 from pipeline import paths
 from pipeline.config import DataHungerConfig, Params
 from pipeline.curve import sweep_sizes, sweep_train_set
-from pipeline.data import batch_preparer, gather, load_split, nested_indices, step_stream
-from pipeline.engine import Recipe, count_parameters, evaluate, train
+from pipeline.data import batch_preparer, load_split, nested_indices
+from pipeline.engine import Recipe, budget_batches, count_parameters, evaluate, train
 from pipeline.runtime import Runtime, seed_everything
 
 
 def paper_recipe(cfg: DataHungerConfig, lr: float) -> Recipe:
-    """The paper's recipe (AdamW, linear warmup then cosine decay, gradient clipping) as one "epoch" of
-    ``cfg.steps`` steps over a :func:`step_stream`."""
+    """The paper's recipe (AdamW, linear warmup then cosine decay, gradient clipping) for ``cfg.steps`` steps."""
     return Recipe(
-        lr=lr, batch_size=cfg.batch_size, epochs=1, optimizer="adamw", weight_decay=cfg.weight_decay,
+        lr=lr, batch_size=cfg.batch_size, steps=cfg.steps, optimizer="adamw", weight_decay=cfg.weight_decay,
         schedule="cosine", warmup_fraction=cfg.warmup_fraction, grad_clip=cfg.grad_clip,
     )  # fmt: skip
 
@@ -47,19 +46,18 @@ def seeded_run(
     params: Params, data: dict, runtime: Runtime, seed: int, recipe: Recipe, build_model: Callable[[], nn.Module],
     description: str,
 ) -> tuple[dict, float, float, int]:  # fmt: skip
-    """One run of an arm on the curve: seeds everything, draws the fixed step budget as a stream of indices
-    into the point's images, builds the model (in that order, so a seed gives the same run every time), trains
-    it once over the stream and tests it once on the whole test set.
+    """One run of an arm on the curve: seeds everything, builds the model, trains it for the fixed step budget
+    (:func:`budget_batches` of the point's images) and tests it once on the whole test set.
 
     Returns the last training record, test accuracy, test loss and the number of trained parameters.
     """
     cfg = params.data_hunger
     generator = seed_everything(seed)
-    stream = step_stream(len(data["train_labels"]), cfg.steps, cfg.batch_size, generator)
     model = build_model().to(runtime.device)
+    batches = budget_batches(len(data["train_labels"]), cfg.steps, cfg.batch_size, generator)
     history = train(
-        model, stream, data["train_labels"][stream], recipe, runtime, generator,
-        prepare=gather(data["train_inputs"], data["prepare"]), description=description,
+        model, data["train_inputs"], data["train_labels"], recipe, runtime, generator,
+        batches=batches, prepare=data["prepare"], description=description,
     )  # fmt: skip
     result = evaluate(
         model, data["test_inputs"], data["test_labels"], runtime, params.evaluate.batch_size, data["test_prepare"]

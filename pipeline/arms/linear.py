@@ -35,7 +35,10 @@ def point_data(params: Params, point: int, runtime: Runtime) -> dict:
 def run_seed(params: Params, data: dict, runtime: Runtime, seed: int) -> tuple[dict, float, float, int]:
     """One curve run: Adam at ``data_hunger.linear_lr`` on the features, for the fixed step budget."""
     cfg = params.data_hunger
-    recipe = Recipe(lr=cfg.linear_lr, batch_size=cfg.batch_size, epochs=1, optimizer="adam")
+    recipe = Recipe(
+        lr=cfg.linear_lr, batch_size=cfg.batch_size, steps=cfg.steps, optimizer="adam", weight_decay=0.0,
+        schedule="none", warmup_fraction=0.0, grad_clip=0.0,
+    )  # fmt: skip
 
     def build() -> nn.Linear:
         return nn.Linear(data["train_inputs"].shape[1], data["num_classes"])

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pipeline import paths
 from pipeline.arms.common import load_point, paper_recipe, seeded_run
 from pipeline.config import Params
-from pipeline.data import ImageSet, batch_preparer, gather, step_stream
-from pipeline.engine import Evaluation, Recipe, evaluate, train
+from pipeline.data import ImageSet, batch_preparer
+from pipeline.engine import Evaluation, Recipe, budget_batches, evaluate, train
 from pipeline.errors import UserError
 from pipeline.files import load_tensors
 from pipeline.metrics import collapse
@@ -70,7 +70,7 @@ def variant_settings(variant: str, params: Params) -> tuple[Recipe, bool, str]:
     else:
         seed_cfg = params.scratch_recipe
         recipe = Recipe(
-            lr=seed_cfg.lr, batch_size=cfg.batch_size, epochs=1, optimizer=seed_cfg.optimizer,
+            lr=seed_cfg.lr, batch_size=cfg.batch_size, steps=cfg.steps, optimizer=seed_cfg.optimizer,
             weight_decay=seed_cfg.weight_decay, schedule=seed_cfg.schedule,
             warmup_fraction=seed_cfg.warmup_fraction, grad_clip=seed_cfg.grad_clip,
         )  # fmt: skip
@@ -83,12 +83,12 @@ def run_variant(
     """One seed of one variant: trains for the fixed step budget, then tests once."""
     recipe, augment, pool = variant_settings(variant, params)
     generator = seed_everything(seed)
-    stream = step_stream(len(train_set), params.data_hunger.steps, recipe.batch_size, generator)
     config = vit_config(params.model_name, num_classes=len(train_set.classes), pool=pool)
     model = ViT(config).to(runtime.device)
     history = train(
-        model, stream, train_set.labels[stream], recipe, runtime, generator,
-        prepare=gather(train_set.images, batch_preparer(train_set, augment_train=augment)),
+        model, train_set.images, train_set.labels, recipe, runtime, generator,
+        batches=budget_batches(len(train_set), recipe.steps, recipe.batch_size, generator),
+        prepare=batch_preparer(train_set, augment_train=augment),
     )  # fmt: skip
     result = evaluate(
         model, test_set.images, test_set.labels, runtime, params.evaluate.batch_size,

@@ -21,7 +21,7 @@ from pipeline.plotting import plot_data_hunger
 @stage_main
 def main() -> None:
     params = load_params()
-    summaries = read_points()
+    summaries = read_points(params.data_hunger.points)
     sizes = [s["n_train_per_class"] for s in summaries[ARMS[0]]]
     train_all = sweep_train_set(params, "scratch")
     if sizes != sweep_sizes(params, train_all.labels, len(train_all.classes)):

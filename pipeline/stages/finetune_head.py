@@ -13,7 +13,7 @@ from pipeline import paths
 from pipeline.arms.linear import head_state
 from pipeline.config import load_params
 from pipeline.data import batch_preparer, load_split
-from pipeline.engine import Recipe, extract_features, train
+from pipeline.engine import Recipe, epoch_steps, extract_features, train
 from pipeline.errors import stage_main
 from pipeline.files import atomic_dir, file_sha256, save_tensors, write_text
 from pipeline.history import FIELDS, history_csv, mean_over_seeds, with_seed
@@ -33,7 +33,11 @@ def main() -> None:
     train_features = extract_features(backbone, train_set.images, runtime, batch, batch_preparer(train_set, False))
     test_features = extract_features(backbone, test_set.images, runtime, batch, batch_preparer(test_set, False))
     cfg = params.head_recipe
-    recipe = Recipe(lr=cfg.lr, batch_size=cfg.batch_size, epochs=cfg.epochs, optimizer="adam")
+    steps_per_epoch = epoch_steps(1, len(train_set), cfg.batch_size)
+    recipe = Recipe(
+        lr=cfg.lr, batch_size=cfg.batch_size, steps=cfg.epochs * steps_per_epoch, optimizer="adam", weight_decay=0.0,
+        schedule="none", warmup_fraction=0.0, grad_clip=0.0,
+    )  # fmt: skip
     backbone_hash = file_sha256(paths.BACKBONE)
     histories = {}
     with atomic_dir(paths.HEAD_MODELS) as folder:  # every seed's head, or the previous folder untouched
@@ -45,12 +49,15 @@ def main() -> None:
             ) as tracker:
 
                 def report(record: dict, seed: int = seed, tracker=tracker) -> None:
-                    tracker.log_metrics({k: v for k, v in record.items() if k != "epoch"}, step=record["epoch"])
+                    tracker.log_metrics(
+                        {k: v for k, v in record.items() if k not in ("epoch", "step")}, step=record["epoch"]
+                    )
                     print(f"pretrained seed {seed} epoch {record['epoch']}: test_acc {record['test_acc']:.4f}")
 
                 histories[seed] = train(
                     head, train_features, train_set.labels, recipe, runtime, generator,
-                    test_inputs=test_features, test_labels=test_set.labels, on_epoch=report, eval_batch_size=batch,
+                    record_every=steps_per_epoch, evaluations={"test": (test_features, test_set.labels)},
+                    on_record=report, eval_batch_size=batch,
                 )  # fmt: skip
                 last = histories[seed][-1]
                 tracker.log_metrics({"final_test_acc": last["test_acc"], "final_test_loss": last["test_loss"]})

@@ -1,7 +1,7 @@
 """Stage sweep: one point of the data-hunger curve, one arm at one training-set size, once per seed.
 
 ``python -m pipeline.stages.sweep <arm> <point>``; dvc.yaml runs it as the matrices ``sweep_scratch``,
-``sweep_cnn`` (point 0..5) and ``sweep_pretrained`` (arm linear/finetune x point 0..5), and ``data_hunger``
+``sweep_cnn`` (over ``data_hunger.points``) and ``sweep_pretrained`` (arm linear/finetune x point), and ``data_hunger``
 gathers them. The arm's code is ``pipeline/arms/<arm>.py`` (see :mod:`pipeline.arms`), imported by name so
 that each item depends on its own arm only. Every run takes the same fixed number of optimiser steps of
 ``data_hunger.batch_size`` images whatever the set size, and the test set is evaluated once, at the end;
@@ -14,7 +14,7 @@ import sys
 import time
 
 from pipeline.arms import ARMS, arm_module
-from pipeline.config import SWEEP_POINTS, Params, load_params
+from pipeline.config import Params, load_params
 from pipeline.curve import point_path
 from pipeline.errors import UserError, stage_main
 from pipeline.files import write_json
@@ -63,17 +63,17 @@ def run_point(params: Params, arm: str, point: int) -> dict:
     }
 
 
-def parse_args(argv: list[str]) -> tuple[str, int]:
-    usage = f"usage: python -m pipeline.stages.sweep <arm: {'|'.join(ARMS)}> <point: 0..{SWEEP_POINTS - 1}>"
-    if len(argv) != 2 or argv[0] not in ARMS or not argv[1].isdigit() or int(argv[1]) >= SWEEP_POINTS:
+def parse_args(argv: list[str], points: list[int]) -> tuple[str, int]:
+    usage = f"usage: python -m pipeline.stages.sweep <arm: {'|'.join(ARMS)}> <point: one of {points}>"
+    if len(argv) != 2 or argv[0] not in ARMS or not argv[1].isdigit() or int(argv[1]) not in points:
         raise UserError(f"{usage}, got {argv}")
     return argv[0], int(argv[1])
 
 
 @stage_main
 def main() -> None:
-    arm, point = parse_args(sys.argv[1:])
     params = load_params()
+    arm, point = parse_args(sys.argv[1:], params.data_hunger.points)
     summary = run_point(params, arm, point)
     write_json(point_path(arm, point), summary)
     acc = summary["test_acc"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pipeline import paths
 from pipeline.config import Params, load_params
 from pipeline.data import ImageSet, batch_preparer, load_split
-from pipeline.engine import Recipe, train
+from pipeline.engine import Recipe, epoch_steps, train
 from pipeline.errors import stage_main
 from pipeline.files import atomic_dir, save_tensors, write_text
 from pipeline.history import FIELDS, history_csv, mean_over_seeds, with_seed
@@ -24,8 +24,9 @@ def train_one_seed(
 ) -> tuple[dict, list[dict]]:
     """Trains one from-scratch model; returns its state dict and per-epoch history."""
     cfg = params.scratch_recipe
+    steps_per_epoch = epoch_steps(1, len(train_set), cfg.batch_size)
     recipe = Recipe(
-        lr=cfg.lr, batch_size=cfg.batch_size, epochs=cfg.epochs, optimizer=cfg.optimizer,
+        lr=cfg.lr, batch_size=cfg.batch_size, steps=cfg.epochs * steps_per_epoch, optimizer=cfg.optimizer,
         weight_decay=cfg.weight_decay, schedule=cfg.schedule, warmup_fraction=cfg.warmup_fraction,
         grad_clip=cfg.grad_clip,
     )  # fmt: skip
@@ -37,13 +38,13 @@ def train_one_seed(
     with stage_tracker(params, "train_scratch", seed=seed, runtime=runtime, arm="scratch") as tracker:
 
         def report(record: dict) -> None:
-            tracker.log_metrics({k: v for k, v in record.items() if k != "epoch"}, step=record["epoch"])
+            tracker.log_metrics({k: v for k, v in record.items() if k not in ("epoch", "step")}, step=record["epoch"])
             print(f"scratch seed {seed} epoch {record['epoch']}: test_acc {record['test_acc']:.4f}")
 
         history = train(
             model, train_set.images, train_set.labels, recipe, runtime, generator,
-            prepare=batch_preparer(train_set, cfg.augment),
-            test_inputs=test_set.images, test_labels=test_set.labels, on_epoch=report,
+            prepare=batch_preparer(train_set, cfg.augment), record_every=steps_per_epoch,
+            evaluations={"test": (test_set.images, test_set.labels)}, on_record=report,
             eval_batch_size=params.evaluate.batch_size,
             description=f"scratch seed {seed}",
         )  # fmt: skip

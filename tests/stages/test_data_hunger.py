@@ -16,7 +16,7 @@ from pipeline import arms, curve, data, paths, plotting
 from pipeline.arms import cnn as cnn_arm
 from pipeline.arms import finetune as finetune_arm
 from pipeline.arms import scratch as scratch_arm
-from pipeline.config import SWEEP_POINTS, ConfigError, parse_params
+from pipeline.config import ConfigError, parse_params
 from pipeline.data import ImageSet
 from pipeline.errors import UserError
 from pipeline.model import ViT, vit_config
@@ -69,26 +69,23 @@ def test_sizes_per_preset():
 def test_config_rejects_bad_sweeps_and_matches_dvc_yaml():
     with pytest.raises(ConfigError, match="data_hunger.offline_sizes must be strictly increasing"):
         parse_params({"data_hunger": {"offline_sizes": [10, 10, 75, 250, 1000, 6000]}})
-    with pytest.raises(ConfigError, match=f"must list {SWEEP_POINTS} values"):
+    with pytest.raises(ConfigError, match=r"data_hunger.paper_fractions must list one value per sweep point \(6"):
         parse_params({"data_hunger": {"paper_fractions": [0.5, 1.0]}})
+    with pytest.raises(ConfigError, match="data_hunger.points must be 0, 1, ..., n-1"):
+        parse_params({"data_hunger": {"points": [1, 2, 3, 4, 5, 6]}})
     with pytest.raises(ConfigError, match="data_hunger.paper_fractions must be in"):
         parse_params({"data_hunger": {"paper_fractions": [0.1, 0.2, 0.3, 0.5, 0.75, 1.5]}})
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
-    points = list(range(SWEEP_POINTS))
     for stage, arm in (("sweep_scratch", "scratch"), ("sweep_cnn", "cnn")):
-        assert stages[stage]["matrix"] == {"point": points}
+        assert stages[stage]["matrix"] == {"point": "${data_hunger.points}"}
         assert stages[stage]["cmd"] == f"python -m pipeline.stages.sweep {arm} ${{item.point}}"
-    assert stages["sweep_pretrained"]["matrix"] == {"arm": ["linear", "finetune"], "point": points}
+    assert stages["sweep_pretrained"]["matrix"] == {"arm": ["linear", "finetune"], "point": "${data_hunger.points}"}
     assert sorted(["scratch", "cnn", *stages["sweep_pretrained"]["matrix"]["arm"]]) == sorted(arms.ARMS)
-    gathered = {dep for dep in stages["data_hunger"]["deps"] if dep.startswith("metrics/data_hunger/")}
-    assert gathered == {f"metrics/data_hunger/{arm}_{point}.json" for arm in arms.ARMS for point in range(SWEEP_POINTS)}
-
-
-def test_step_stream_gives_exactly_the_step_budget():
-    stream = data.step_stream(7, steps=5, batch_size=4, generator=torch.Generator().manual_seed(0))
-    assert len(stream) == 20 and set(stream.tolist()) == set(range(7))
-    counts = Counter(stream.tolist()).values()
-    assert max(counts) - min(counts) <= 1  # every image used equally often, within one
+    assert "metrics/data_hunger" in stages["data_hunger"]["deps"]  # the folder of every item's point file
+    outs = [
+        next(iter(out)) for name in ("sweep_scratch", "sweep_cnn", "sweep_pretrained") for out in stages[name]["outs"]
+    ]
+    assert all(out.startswith("metrics/data_hunger/") for out in outs)
 
 
 @pytest.fixture
@@ -154,16 +151,17 @@ def test_finetune_model_keeps_the_backbone_and_adds_a_zero_head():
 
 def test_bad_arguments_name_the_usage():
     with pytest.raises(UserError, match="usage: python -m pipeline.stages.sweep"):
-        sweep.parse_args(["scratch", str(SWEEP_POINTS)])
+        sweep.parse_args(["scratch", "6"], list(range(6)))
     with pytest.raises(UserError, match="usage"):
-        sweep.parse_args(["pretrained", "0"])
+        sweep.parse_args(["pretrained", "0"], list(range(6)))
+    assert sweep.parse_args(["cnn", "5"], list(range(6))) == ("cnn", 5)
 
 
 def test_aggregate_writes_the_curve_json_and_png(tiny_project, monkeypatch):
     params = tiny_params(logreg_max_per_class=3)
     monkeypatch.setattr(data_hunger, "load_params", lambda: params)
     for arm in arms.ARMS:
-        for point in range(SWEEP_POINTS):
+        for point in params.data_hunger.points:
             n = point + 1
             acc = {"mean": 0.5, "std": 0.1, "per_seed": [0.4, 0.6]}
             summary = {"arm": arm, "point": point, "n_train_per_class": n, "n_train": 3 * n, "n_test": 6,

@@ -16,7 +16,17 @@ from pipeline.data import (
     ImageSet,
     batch_preparer,
 )
-from pipeline.engine import NonFiniteLossError, Recipe, evaluate, extract_features, lr_factor, train
+from pipeline.engine import (
+    NonFiniteLossError,
+    Recipe,
+    budget_batches,
+    epoch_batches,
+    epoch_steps,
+    evaluate,
+    extract_features,
+    lr_factor,
+    train,
+)
 from pipeline.errors import UserError
 from pipeline.history import FIELDS
 from pipeline.model import ViT, vit_config
@@ -58,15 +68,25 @@ def test_evaluate_restores_training_mode():
 # --- engine: training ------------------------------------------------------------------------
 
 
+def recipe_for(n: int, epochs: int, lr: float, batch_size: int, **changes) -> Recipe:
+    """Adam, constant lr, no decay or clipping, for ``epochs`` passes over ``n`` examples."""
+    settings = dict(optimizer="adam", weight_decay=0.0, schedule="none", warmup_fraction=0.0, grad_clip=0.0)
+    return Recipe(lr=lr, batch_size=batch_size, steps=epoch_steps(epochs, n, batch_size), **{**settings, **changes})
+
+
+def per_epoch(n: int, recipe: Recipe) -> int:
+    return epoch_steps(1, n, recipe.batch_size)
+
+
 def train_tiny(seed: int, recipe: Recipe | None = None) -> tuple[ViT, list[dict]]:
     data = torch.Generator().manual_seed(123)
     images = torch.randn(20, 3, 32, 32, generator=data)
     labels = torch.randint(0, 3, (20,), generator=data)
     model = tiny_vit(seed=0)
-    recipe = recipe or Recipe(lr=1e-3, batch_size=8, epochs=2)
+    recipe = recipe or recipe_for(14, 2, lr=1e-3, batch_size=8)
     history = train(
         model, images[:14], labels[:14], recipe, CPU, torch.Generator().manual_seed(seed),
-        test_inputs=images[14:], test_labels=labels[14:],
+        record_every=per_epoch(14, recipe), evaluations={"test": (images[14:], labels[14:])},
     )  # fmt: skip
     return model, history
 
@@ -90,11 +110,12 @@ def test_history_records_have_every_field_and_train_metrics_are_per_image():
     logits = logits_correct_for(labels, correct)
     seen = []
     history = train(
-        FixedLogits(), logits, labels, Recipe(lr=0.1, batch_size=32, epochs=2), CPU,
-        torch.Generator().manual_seed(seed), test_inputs=logits[:10], test_labels=labels[:10], on_epoch=seen.append,
+        FixedLogits(), logits, labels, recipe_for(75, 2, lr=0.1, batch_size=32), CPU,
+        torch.Generator().manual_seed(seed), record_every=3, evaluations={"test": (logits[:10], labels[:10])},
+        on_record=seen.append,
     )  # fmt: skip
-    assert [r["epoch"] for r in history] == [1, 2]
-    assert all(set(r) == set(FIELDS) for r in history)
+    assert [(r["epoch"], r["step"]) for r in history] == [(1, 3), (2, 6)]
+    assert all(set(r) == {*FIELDS, "step"} for r in history)
     assert seen == history
     for record in history:
         assert record["train_acc"] == pytest.approx(40 / 75)
@@ -108,16 +129,31 @@ def test_history_records_have_every_field_and_train_metrics_are_per_image():
 
 def test_history_without_a_test_set_has_only_train_fields():
     labels = torch.arange(6) % 3
-    history = train(
-        FixedLogits(), logits_correct_for(labels, labels >= 0), labels, Recipe(lr=0.1, batch_size=4, epochs=1),
-        CPU, torch.Generator().manual_seed(0),
-    )  # fmt: skip
-    assert set(history[0]) == {"epoch", "train_loss", "train_acc"}
+    logits = logits_correct_for(labels, labels >= 0)
+    history = train(FixedLogits(), logits, labels, recipe_for(6, 1, lr=0.1, batch_size=4), CPU, torch.Generator())
+    loss = pytest.approx(F.cross_entropy(logits, labels).item())
+    assert history == [{"epoch": 1, "step": 2, "train_loss": loss, "train_acc": 1.0}]  # one record, at the end
+
+
+def test_epoch_batches_cover_each_epoch_once_with_a_short_last_batch():
+    batches = epoch_batches(10, 4, torch.Generator().manual_seed(0))
+    epochs = [[next(batches) for _ in range(3)] for _ in range(2)]
+    for epoch in epochs:
+        assert [len(b) for b in epoch] == [4, 4, 2]
+        assert sorted(torch.cat(epoch).tolist()) == list(range(10))
+    assert not torch.equal(torch.cat(epochs[0]), torch.cat(epochs[1]))  # reshuffled
+
+
+def test_budget_batches_give_exactly_the_step_budget_using_each_example_equally():
+    batches = list(budget_batches(7, steps=5, batch_size=4, generator=torch.Generator().manual_seed(0)))
+    assert [len(b) for b in batches] == [4] * 5
+    counts = torch.bincount(torch.cat(batches), minlength=7)
+    assert counts.max() - counts.min() <= 1 and counts.sum() == 20
 
 
 def test_huge_learning_rate_raises_non_finite_loss_with_epoch_step_and_advice():
     with pytest.raises(NonFiniteLossError) as caught:
-        train_tiny(seed=0, recipe=Recipe(lr=1e30, batch_size=8, epochs=5))
+        train_tiny(seed=0, recipe=recipe_for(14, 5, lr=1e30, batch_size=8))
     message = str(caught.value)
     assert re.search(r"epoch \d+, step \d+", message)
     assert "Lower the lr" in message
@@ -135,13 +171,13 @@ def test_nan_input_raises_non_finite_loss_naming_the_exact_epoch_and_step():
     # 75 images in batches of 32 = 3 steps per epoch, so the fifth batch is epoch 2, step 2
     with pytest.raises(NonFiniteLossError, match=r"at epoch 2, step 2;.*Lower the lr"):
         train(
-            FixedLogits(), logits_correct_for(labels, labels >= 0), labels, Recipe(lr=0.1, batch_size=32, epochs=3),
-            CPU, torch.Generator().manual_seed(0), prepare=nan_on_fifth_batch,
+            FixedLogits(), logits_correct_for(labels, labels >= 0), labels, recipe_for(75, 3, lr=0.1, batch_size=32),
+            CPU, torch.Generator().manual_seed(0), prepare=nan_on_fifth_batch, record_every=3,
         )  # fmt: skip
 
 
 def test_lr_factor_warms_up_linearly_then_decays_by_cosine_to_zero():
-    recipe = Recipe(lr=1.0, batch_size=1, epochs=1, schedule="cosine", warmup_fraction=0.1)
+    recipe = recipe_for(100, 1, lr=1.0, batch_size=1, schedule="cosine", warmup_fraction=0.1)
     factors = [lr_factor(step, 100, recipe) for step in range(100)]
     assert factors[:10] == pytest.approx([(i + 1) / 10 for i in range(10)])
     assert factors[10] == pytest.approx(1.0)
@@ -151,11 +187,11 @@ def test_lr_factor_warms_up_linearly_then_decays_by_cosine_to_zero():
 
 
 def test_lr_factor_without_schedule_is_one_after_warmup():
-    recipe = Recipe(lr=1.0, batch_size=1, epochs=1, schedule="none", warmup_fraction=0.25)
+    recipe = recipe_for(40, 1, lr=1.0, batch_size=1, schedule="none", warmup_fraction=0.25)
     factors = [lr_factor(step, 40, recipe) for step in range(40)]
     assert factors[0] == pytest.approx(0.1)
     assert factors[9:] == [1.0] * 31
-    assert [lr_factor(s, 40, Recipe(lr=1.0, batch_size=1, epochs=1)) for s in range(40)] == [1.0] * 40
+    assert [lr_factor(s, 40, recipe_for(40, 1, lr=1.0, batch_size=1)) for s in range(40)] == [1.0] * 40
 
 
 def test_grad_clip_runs_and_limits_the_update():
@@ -167,7 +203,7 @@ def test_grad_clip_runs_and_limits_the_update():
         torch.manual_seed(0)
         model = nn.Linear(10, 3)
         before = model.weight.detach().clone()
-        recipe = Recipe(lr=0.05, batch_size=8, epochs=2, grad_clip=grad_clip)
+        recipe = recipe_for(30, 2, lr=0.05, batch_size=8, grad_clip=grad_clip)
         history = train(model, inputs, labels, recipe, CPU, torch.Generator().manual_seed(0))
         assert all(math.isfinite(r["train_loss"]) for r in history)
         return (model.weight.detach() - before).norm().item()
@@ -182,8 +218,8 @@ def test_grad_clip_runs_and_limits_the_update():
 def test_backbone_recipe_with_warmup_cosine_and_clipping_trains():
     _, history = train_tiny(
         seed=0,
-        recipe=Recipe(lr=2e-3, batch_size=4, epochs=2, optimizer="adamw", weight_decay=0.05, schedule="cosine",
-                      warmup_fraction=0.1, grad_clip=1.0),
+        recipe=recipe_for(14, 2, lr=2e-3, batch_size=4, optimizer="adamw", weight_decay=0.05, schedule="cosine",
+                          warmup_fraction=0.1, grad_clip=1.0),
     )  # fmt: skip
     assert all(math.isfinite(r["train_loss"]) and math.isfinite(r["test_loss"]) for r in history)
 
@@ -200,7 +236,7 @@ def test_head_on_precomputed_features_equals_training_the_frozen_model_end_to_en
     prepare = batch_preparer(image_set, augment_train=False)
     torch.manual_seed(9)
     new_head = nn.Linear(32, 3)
-    recipe = Recipe(lr=1e-2, batch_size=10, epochs=3, optimizer="adam")  # batches 10/10/4
+    recipe = recipe_for(24, 3, lr=1e-2, batch_size=10)  # batches 10/10/4
 
     # seed 000's way: the whole frozen model runs forward on every batch, only the new head learns
     model = copy.deepcopy(backbone)
