@@ -6,10 +6,10 @@ import dataclasses
 import itertools
 import math
 import re
-import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import yaml
 
@@ -32,23 +32,21 @@ def _check(condition: bool, key: str, message: str) -> None:
 
 @dataclass(frozen=True)
 class RuntimeConfig:
-    device: str = "auto"
-    precision: str = "auto"
-    threads: int = 2
+    device: Literal["auto", "cpu", "cuda", "mps"]
+    precision: Literal["auto", "bf16", "fp32"]
+    threads: int
 
     def validate(self, key: str) -> None:
-        _check(self.device in ("auto", "cpu", "cuda", "mps"), f"{key}.device", "must be one of auto, cpu, cuda, mps")
-        _check(self.precision in ("auto", "bf16", "fp32"), f"{key}.precision", "must be one of auto, bf16, fp32")
         _check(self.threads >= 1, f"{key}.threads", "must be at least 1")
 
 
 @dataclass(frozen=True)
 class OfflineConfig:
-    debian_dir: str = "/usr/share/datasets/fashion-mnist"
-    mirror: bool = True
-    classes: list[str] = field(default_factory=lambda: ["Pullover", "Coat", "Shirt"])
-    train_per_class: int = 75
-    model: str = "fmnist"
+    debian_dir: str
+    mirror: bool
+    classes: list[str]
+    train_per_class: int
+    model: str
 
     def validate(self, key: str) -> None:
         unknown = [c for c in self.classes if c not in FASHION_MNIST_CLASSES]
@@ -70,14 +68,14 @@ class OfflineConfig:
 
 @dataclass(frozen=True)
 class PaperConfig:
-    url: str = "https://github.com/mrdbourke/pytorch-deep-learning/raw/main/data/pizza_steak_sushi.zip"
-    sha256: str = "5e9596fcc939a32996e59bbed8ec690ae39203bbcbc08292a92d44e4c4a27652"
-    folder: str = ""
-    max_extract_mb: int = 1024
-    model: str = "B/16"
-    backbone_model: str = "B/16"
-    weights_url: str = "https://download.pytorch.org/models/vit_b_16-c867db91.pth"
-    weights_sha256: str = "c867db91"
+    url: str
+    sha256: str
+    folder: str
+    max_extract_mb: int
+    model: str
+    backbone_model: str
+    weights_url: str
+    weights_sha256: str
 
     def validate(self, key: str) -> None:
         _check_url(self.url, f"{key}.url")
@@ -93,39 +91,55 @@ class PaperConfig:
 
 
 @dataclass(frozen=True)
-class BackboneConfig:
-    epochs: int = 4
-    batch_size: int = 256
-    lr: float = 0.002
-    weight_decay: float = 0.05
-    warmup_fraction: float = 0.1
-    grad_clip: float = 1.0
-    augment: bool = True
-    seed: int = 0
+class Optimiser:
+    """How the weights move, shared by every section that trains (engine.Recipe adds batch size and steps).
+
+    ``adam`` adds ``weight_decay`` to the gradient (L2, as seed 000's ``torch.optim.Adam``); ``adamw``
+    decouples it from the adaptive step (the paper's optimiser).
+    """
+
+    optimizer: Literal["adam", "adamw"]
+    lr: float
+    weight_decay: float
+    schedule: Literal["none", "cosine"]  # cosine decays to 0 after the linear warmup
+    warmup_fraction: float  # share of the steps with linear warmup
+    grad_clip: float  # max global gradient norm; 0 disables clipping
 
     def validate(self, key: str) -> None:
-        _check_recipe(self, key)
+        _check(0 < self.lr < math.inf, f"{key}.lr", f"must be positive and finite, got {self.lr}")
+        for name in ("weight_decay", "grad_clip"):
+            _check(0 <= getattr(self, name) < math.inf, f"{key}.{name}", "must not be negative, and finite")
+        _check(0 <= self.warmup_fraction < 1, f"{key}.warmup_fraction", "must be in [0, 1)")
 
 
 @dataclass(frozen=True)
-class ScratchRecipe:
-    """One preset's from-scratch recipe (seed 000's: Adam, lr 3e-3, weight decay 0.3, batch 32)."""
+class EpochRecipe(Optimiser):
+    """An optimiser with a batch size and a number of passes over the training set."""
 
-    optimizer: str = "adam"
-    lr: float = 0.003
-    weight_decay: float = 0.3
-    batch_size: int = 32
-    epochs: int = 5
-    warmup_fraction: float = 0.0
-    schedule: str = "none"
-    grad_clip: float = 0.0
-    augment: bool = False
-    dropout: float = 0.1  # after the position embeddings and after each dense layer of the MLP (Table 3)
+    batch_size: int
+    epochs: int
 
     def validate(self, key: str) -> None:
-        _check_recipe(self, key)
-        _check(self.optimizer in ("adam", "adamw"), f"{key}.optimizer", "must be one of adam, adamw")
-        _check(self.schedule in ("none", "cosine"), f"{key}.schedule", "must be one of none, cosine")
+        super().validate(key)
+        _check(self.batch_size >= 1, f"{key}.batch_size", f"must be at least 1, got {self.batch_size}")
+        _check(self.epochs >= 1, f"{key}.epochs", f"must be at least 1, got {self.epochs}")
+
+
+@dataclass(frozen=True)
+class BackboneConfig(EpochRecipe):
+    augment: bool  # random crop (pad 2) and horizontal flip
+    seed: int
+
+
+@dataclass(frozen=True)
+class ScratchRecipe(EpochRecipe):
+    """One preset's from-scratch recipe (seed 000's: Adam, lr 3e-3, weight decay 0.3, batch 32)."""
+
+    augment: bool
+    dropout: float  # after the position embeddings and after each dense layer of the MLP (Table 3)
+
+    def validate(self, key: str) -> None:
+        super().validate(key)
         _check(0 <= self.dropout < 1, f"{key}.dropout", f"must be in [0, 1), got {self.dropout}")
 
 
@@ -139,32 +153,19 @@ class _PerPreset:
 
 @dataclass(frozen=True)
 class TrainScratchConfig(_PerPreset):
-    offline: ScratchRecipe = field(default_factory=ScratchRecipe)
-    paper: ScratchRecipe = field(default_factory=ScratchRecipe)
-
-
-@dataclass(frozen=True)
-class HeadRecipe:
-    """One preset's linear-head recipe (seed 000's: Adam, lr 1e-3, batch 32, 10 epochs)."""
-
-    lr: float = 0.001
-    batch_size: int = 32
-    epochs: int = 10
-
-    def validate(self, key: str) -> None:
-        _check_recipe(self, key)
+    offline: ScratchRecipe
+    paper: ScratchRecipe
 
 
 @dataclass(frozen=True)
 class FinetuneHeadConfig(_PerPreset):
-    offline: HeadRecipe = field(default_factory=HeadRecipe)
-    paper: HeadRecipe = field(default_factory=HeadRecipe)
+    offline: EpochRecipe  # seed 000's linear head: Adam, lr 1e-3, batch 32, 10 epochs
+    paper: EpochRecipe
 
 
 @dataclass(frozen=True)
 class ImagesConfig:
-    # PIL's own decompression-bomb limit (Image.MAX_IMAGE_PIXELS): a larger image is refused before decoding.
-    max_pixels: int = 89_478_485
+    max_pixels: int
 
     def validate(self, key: str) -> None:
         _check(self.max_pixels >= 1, f"{key}.max_pixels", f"must be at least 1, got {self.max_pixels}")
@@ -172,7 +173,7 @@ class ImagesConfig:
 
 @dataclass(frozen=True)
 class EvaluateConfig:
-    batch_size: int = 256
+    batch_size: int
 
     def validate(self, key: str) -> None:
         _check(self.batch_size >= 1, f"{key}.batch_size", "must be at least 1")
@@ -180,19 +181,17 @@ class EvaluateConfig:
 
 @dataclass(frozen=True)
 class DataHungerConfig:
-    points: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4, 5])
-    offline_sizes: list[int] = field(default_factory=lambda: [10, 25, 75, 250, 1000, 6000])
-    paper_fractions: list[float] = field(default_factory=lambda: [0.1, 0.2, 0.3, 0.5, 0.75, 1.0])
-    steps: int = 150
-    batch_size: int = 64
-    scratch_lr: float = 0.001
-    finetune_lr: float = 0.0001
-    linear_lr: float = 0.001
-    weight_decay: float = 0.05
-    warmup_fraction: float = 0.1
-    grad_clip: float = 1.0
-    logreg_max_per_class: int = 250
-    cnn_widths: list[int] = field(default_factory=lambda: [32, 64, 128, 256])
+    points: list[int]
+    offline_sizes: list[int]
+    paper_fractions: list[float]
+    steps: int
+    batch_size: int
+    logreg_max_per_class: int
+    cnn_widths: list[int]
+    scratch: Optimiser  # one optimiser per arm (pipeline.arms.ARMS), all at the same steps and batch size
+    cnn: Optimiser
+    linear: Optimiser
+    finetune: Optimiser
 
     def validate(self, key: str) -> None:
         _check(len(self.cnn_widths) >= 1 and min(self.cnn_widths) >= 1, f"{key}.cnn_widths",
@@ -211,11 +210,8 @@ class DataHungerConfig:
         _check(all(0 < f <= 1 for f in self.paper_fractions), f"{key}.paper_fractions", "must be in (0, 1]")
         _check(self.steps >= 1, f"{key}.steps", f"must be at least 1, got {self.steps}")
         _check(self.batch_size >= 1, f"{key}.batch_size", f"must be at least 1, got {self.batch_size}")
-        for name in ("scratch_lr", "finetune_lr", "linear_lr"):
-            _check(0 < getattr(self, name) < math.inf, f"{key}.{name}", "must be positive and finite")
-        for name in ("weight_decay", "grad_clip"):
-            _check(0 <= getattr(self, name) < math.inf, f"{key}.{name}", "must not be negative, and finite")
-        _check(0 <= self.warmup_fraction < 1, f"{key}.warmup_fraction", "must be in [0, 1)")
+        for arm in ("scratch", "cnn", "linear", "finetune"):
+            getattr(self, arm).validate(f"{key}.{arm}")
 
 
 ABLATION_RECIPES = ("seed", "paper")
@@ -224,9 +220,9 @@ ABLATION_OPTIONS = ("aug", "mean")
 
 @dataclass(frozen=True)
 class AblationConfig:
-    # A variant is a recipe, "seed" (train_scratch's optimiser) or "paper" (data_hunger's scratch recipe),
-    # plus options: "+aug" (random crop and flip), "+mean" (mean-pooled patch tokens instead of the class token).
-    variants: list[str] = field(default_factory=lambda: ["seed", "paper", "paper+aug", "paper+aug+mean"])
+    # A variant is a recipe, "seed" (train_scratch's optimiser) or "paper" (data_hunger.scratch's), plus
+    # options: "+aug" (random crop and flip), "+mean" (mean-pooled patch tokens instead of the class token).
+    variants: list[str]
 
     def validate(self, key: str) -> None:
         _check(len(self.variants) >= 1, f"{key}.variants", "must list at least one variant")
@@ -247,23 +243,22 @@ class AblationConfig:
 
 @dataclass(frozen=True)
 class Params:
-    """Everything in params.yaml."""
+    """Everything in params.yaml; every key is required (params.yaml is the one place values live)."""
 
-    preset: str = "offline"
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
-    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
-    offline: OfflineConfig = field(default_factory=OfflineConfig)
-    paper: PaperConfig = field(default_factory=PaperConfig)
-    backbone: BackboneConfig = field(default_factory=BackboneConfig)
-    train_scratch: TrainScratchConfig = field(default_factory=TrainScratchConfig)
-    finetune_head: FinetuneHeadConfig = field(default_factory=FinetuneHeadConfig)
-    evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
-    images: ImagesConfig = field(default_factory=ImagesConfig)
-    data_hunger: DataHungerConfig = field(default_factory=DataHungerConfig)
-    ablation: AblationConfig = field(default_factory=AblationConfig)
+    preset: Literal["offline", "paper"]
+    seeds: list[int]
+    runtime: RuntimeConfig
+    offline: OfflineConfig
+    paper: PaperConfig
+    backbone: BackboneConfig
+    train_scratch: TrainScratchConfig
+    finetune_head: FinetuneHeadConfig
+    evaluate: EvaluateConfig
+    images: ImagesConfig
+    data_hunger: DataHungerConfig
+    ablation: AblationConfig
 
     def validate(self, key: str = "") -> None:
-        _check(self.preset in ("offline", "paper"), "preset", f"must be one of offline, paper, got {self.preset!r}")
         _check(len(self.seeds) >= 1, "seeds", "must list at least one seed")
         _check(len(set(self.seeds)) == len(self.seeds), "seeds", "must not repeat a seed")
         for f in dataclasses.fields(self):
@@ -286,7 +281,7 @@ class Params:
         return getattr(self.train_scratch, self.preset)
 
     @property
-    def head_recipe(self) -> HeadRecipe:
+    def head_recipe(self) -> EpochRecipe:
         """The preset's linear-head recipe: finetune_head.offline or finetune_head.paper."""
         return getattr(self.finetune_head, self.preset)
 
@@ -323,22 +318,15 @@ def _check_url(url: str, key: str) -> None:
     _check(problem is None, key, f"must be an https, http or file URL, got {url!r}: {problem}")
 
 
-def _check_recipe(section, key: str) -> None:
-    _check(0 < section.lr < math.inf, f"{key}.lr", f"must be positive and finite, got {section.lr}")
-    _check(section.batch_size >= 1, f"{key}.batch_size", f"must be at least 1, got {section.batch_size}")
-    _check(section.epochs >= 1, f"{key}.epochs", f"must be at least 1, got {section.epochs}")
-    for name in ("weight_decay", "grad_clip"):
-        if hasattr(section, name):
-            _check(0 <= getattr(section, name) < math.inf, f"{key}.{name}", "must not be negative, and finite")
-    if hasattr(section, "warmup_fraction"):
-        _check(0 <= section.warmup_fraction < 1, f"{key}.warmup_fraction", "must be in [0, 1)")
-
-
 def _coerce(value, annotation, key: str):
     """Checks ``value`` against a field's type; ints are accepted where floats are expected."""
     origin = typing.get_origin(annotation)
     if dataclasses.is_dataclass(annotation):
         return _build(annotation, value, key)
+    if origin is Literal:
+        choices = typing.get_args(annotation)
+        _check(value in choices, key, f"must be one of {', '.join(choices)}, got {value!r}")
+        return value
     if origin is list:
         _check(isinstance(value, list), key, f"must be a list, got {value!r}")
         (item_type,) = typing.get_args(annotation)
@@ -371,17 +359,19 @@ def _build(cls, data, key: str):
             f"params.yaml: unknown key(s) {[prefix + str(k) for k in unknown]} in {where}; "
             f"allowed keys are {sorted(known)}"
         )
-    values = {}
-    for name, value in data.items():
-        annotation = hints[name]
-        if isinstance(annotation, types.UnionType):  # pragma: no cover - no optional fields yet
-            annotation = typing.get_args(annotation)[0]
-        values[name] = _coerce(value, annotation, f"{key}.{name}" if key else name)
+    missing = [name for name in hints if name in known and name not in data]
+    if missing:
+        prefix = f"{key}." if key else ""
+        raise ConfigError(
+            f"params.yaml: {', '.join(prefix + name for name in missing)} missing in {where}; every key must be "
+            "set there (the committed params.yaml has them all, with comments)"
+        )
+    values = {name: _coerce(value, hints[name], f"{key}.{name}" if key else name) for name, value in data.items()}
     return cls(**values)
 
 
 def parse_params(data: dict) -> Params:
-    """Builds and validates :class:`Params` from a parsed YAML mapping; missing keys take defaults."""
+    """Builds and validates :class:`Params` from a parsed YAML mapping with every key."""
     params = _build(Params, data, "")
     params.validate()
     return params

@@ -34,6 +34,15 @@ class Recipe:
     warmup_fraction: float
     grad_clip: float  # max global gradient norm; 0 disables clipping
 
+    @classmethod
+    def of(cls, optimiser, batch_size: int, steps: int) -> Recipe:
+        """The recipe of a params.yaml section with an optimiser's fields (``config.Optimiser``)."""
+        return cls(
+            lr=optimiser.lr, batch_size=batch_size, steps=steps, optimizer=optimiser.optimizer,
+            weight_decay=optimiser.weight_decay, schedule=optimiser.schedule,
+            warmup_fraction=optimiser.warmup_fraction, grad_clip=optimiser.grad_clip,
+        )  # fmt: skip
+
 
 class NonFiniteLossError(UserError):
     """The loss became NaN or infinite."""

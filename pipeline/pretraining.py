@@ -24,10 +24,7 @@ def pretrain(params: Params) -> tuple[dict, list[dict], dict]:
     generator = seed_everything(cfg.seed)
     model = ViT(vit_config(params.offline.model, num_classes=len(pool_train.classes))).to(runtime.device)
     steps_per_epoch = epoch_steps(1, len(pool_train), cfg.batch_size)
-    recipe = Recipe(
-        lr=cfg.lr, batch_size=cfg.batch_size, steps=cfg.epochs * steps_per_epoch, optimizer="adamw",
-        weight_decay=cfg.weight_decay, schedule="cosine", warmup_fraction=cfg.warmup_fraction, grad_clip=cfg.grad_clip,
-    )  # fmt: skip
+    recipe = Recipe.of(cfg, cfg.batch_size, cfg.epochs * steps_per_epoch)
     with stage_tracker(params, "backbone", seed=cfg.seed, runtime=runtime, source="pretrain") as tracker:
 
         def report(record: dict) -> None:

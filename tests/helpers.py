@@ -23,6 +23,15 @@ def raw_params() -> dict:
     return yaml.safe_load((ROOT / "params.yaml").read_text())
 
 
+def params_with(**sections):
+    """The committed params with ``sections`` merged in (a mapping merges key by key), parsed and validated."""
+    from project_copy import merged
+
+    from pipeline.config import parse_params
+
+    return parse_params(merged(raw_params(), sections))
+
+
 def with_value(data: dict, dotted: str, value) -> dict:
     data = copy.deepcopy(data)
     *sections, last = dotted.split(".")

@@ -8,6 +8,8 @@ import sys
 import pytest
 import torch
 import yaml
+from helpers import raw_params
+from project_copy import merged
 from torch import nn
 
 from pipeline import paths
@@ -45,7 +47,7 @@ def project(tmp_path, monkeypatch, request):
         "paper": {"model": "tiny", "backbone_model": "tiny"},
         "evaluate": {"batch_size": 5},
     }
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(merged(raw_params(), params)))
     monkeypatch.chdir(tmp_path)
     generator = torch.Generator().manual_seed(0)
     images = torch.randint(0, 256, (12, 3, 32, 32), dtype=torch.uint8, generator=generator)

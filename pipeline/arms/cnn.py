@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from pipeline.arms.common import load_point, paper_recipe, seeded_run
+from pipeline.arms.common import curve_recipe, load_point, seeded_run
 from pipeline.config import Params
 from pipeline.runtime import Runtime
 
@@ -65,8 +65,8 @@ def point_data(params: Params, point: int, runtime: Runtime) -> dict:
 
 
 def run_seed(params: Params, data: dict, runtime: Runtime, seed: int) -> tuple[dict, float, float, int]:
-    """One curve run, with the from-scratch ViT's recipe and budget."""
-    recipe = paper_recipe(params.data_hunger, params.data_hunger.scratch_lr)
+    """One curve run: ``data_hunger.cnn``'s optimiser (set equal to the from-scratch ViT's) and the same budget."""
+    recipe = curve_recipe(params.data_hunger, "cnn")
 
     def build() -> nn.Sequential:
         in_channels = data["train_inputs"].shape[1]

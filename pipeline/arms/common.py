@@ -14,12 +14,9 @@ from pipeline.engine import Recipe, budget_batches, count_parameters, evaluate, 
 from pipeline.runtime import Runtime, seed_everything
 
 
-def paper_recipe(cfg: DataHungerConfig, lr: float) -> Recipe:
-    """The paper's recipe (AdamW, linear warmup then cosine decay, gradient clipping) for ``cfg.steps`` steps."""
-    return Recipe(
-        lr=lr, batch_size=cfg.batch_size, steps=cfg.steps, optimizer="adamw", weight_decay=cfg.weight_decay,
-        schedule="cosine", warmup_fraction=cfg.warmup_fraction, grad_clip=cfg.grad_clip,
-    )  # fmt: skip
+def curve_recipe(cfg: DataHungerConfig, arm: str) -> Recipe:
+    """An arm's optimiser (``data_hunger.<arm>``) at the curve's batch size, for its fixed step budget."""
+    return Recipe.of(getattr(cfg, arm), cfg.batch_size, cfg.steps)
 
 
 def load_point(params: Params, view: str, point: int) -> dict:

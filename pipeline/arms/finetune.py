@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from pipeline.arms.common import load_point, paper_recipe, seeded_run
+from pipeline.arms.common import curve_recipe, load_point, seeded_run
 from pipeline.config import Params
 from pipeline.model import ViT
 from pipeline.pretraining import load_backbone
@@ -21,8 +21,8 @@ def point_data(params: Params, point: int, runtime: Runtime) -> dict:
 
 
 def run_seed(params: Params, data: dict, runtime: Runtime, seed: int) -> tuple[dict, float, float, int]:
-    """One curve run: the paper's recipe at ``data_hunger.finetune_lr`` for the fixed step budget."""
-    recipe = paper_recipe(params.data_hunger, params.data_hunger.finetune_lr)
+    """One curve run: ``data_hunger.finetune``'s optimiser (the paper's recipe) for the fixed step budget."""
+    recipe = curve_recipe(params.data_hunger, "finetune")
 
     def build() -> ViT:
         return finetune_model(data["backbone"], data["num_classes"])

@@ -7,10 +7,10 @@ import torch
 from torch import nn
 
 from pipeline import paths
-from pipeline.arms.common import load_point, seeded_run
+from pipeline.arms.common import curve_recipe, load_point, seeded_run
 from pipeline.config import Params
 from pipeline.data import ImageSet, batch_preparer
-from pipeline.engine import Evaluation, Recipe, evaluate, extract_features
+from pipeline.engine import Evaluation, evaluate, extract_features
 from pipeline.errors import UserError
 from pipeline.files import load_tensors
 from pipeline.model import ViT
@@ -33,12 +33,8 @@ def point_data(params: Params, point: int, runtime: Runtime) -> dict:
 
 
 def run_seed(params: Params, data: dict, runtime: Runtime, seed: int) -> tuple[dict, float, float, int]:
-    """One curve run: Adam at ``data_hunger.linear_lr`` on the features, for the fixed step budget."""
-    cfg = params.data_hunger
-    recipe = Recipe(
-        lr=cfg.linear_lr, batch_size=cfg.batch_size, steps=cfg.steps, optimizer="adam", weight_decay=0.0,
-        schedule="none", warmup_fraction=0.0, grad_clip=0.0,
-    )  # fmt: skip
+    """One curve run: ``data_hunger.linear``'s optimiser on the features, for the fixed step budget."""
+    recipe = curve_recipe(params.data_hunger, "linear")
 
     def build() -> nn.Linear:
         return nn.Linear(data["train_inputs"].shape[1], data["num_classes"])

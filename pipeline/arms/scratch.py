@@ -4,7 +4,7 @@ curve runs, and the recipe ablation's variants (which all train this arm)."""
 from __future__ import annotations
 
 from pipeline import paths
-from pipeline.arms.common import load_point, paper_recipe, seeded_run
+from pipeline.arms.common import curve_recipe, load_point, seeded_run
 from pipeline.config import Params
 from pipeline.data import ImageSet, batch_preparer
 from pipeline.engine import Evaluation, Recipe, budget_batches, evaluate, train
@@ -22,8 +22,8 @@ def point_data(params: Params, point: int, runtime: Runtime) -> dict:
 
 
 def run_seed(params: Params, data: dict, runtime: Runtime, seed: int) -> tuple[dict, float, float, int]:
-    """One curve run: the paper's recipe at ``data_hunger.scratch_lr`` for the fixed step budget."""
-    recipe = paper_recipe(params.data_hunger, params.data_hunger.scratch_lr)
+    """One curve run: ``data_hunger.scratch``'s optimiser (the paper's recipe) for the fixed step budget."""
+    recipe = curve_recipe(params.data_hunger, "scratch")
 
     def build() -> ViT:
         return ViT(vit_config(params.model_name, num_classes=data["num_classes"]))
@@ -66,14 +66,9 @@ def variant_settings(variant: str, params: Params) -> tuple[Recipe, bool, str]:
     recipe_name, *options = variant.split("+")
     cfg = params.data_hunger
     if recipe_name == "paper":
-        recipe = paper_recipe(cfg, cfg.scratch_lr)
-    else:
-        seed_cfg = params.scratch_recipe
-        recipe = Recipe(
-            lr=seed_cfg.lr, batch_size=cfg.batch_size, steps=cfg.steps, optimizer=seed_cfg.optimizer,
-            weight_decay=seed_cfg.weight_decay, schedule=seed_cfg.schedule,
-            warmup_fraction=seed_cfg.warmup_fraction, grad_clip=seed_cfg.grad_clip,
-        )  # fmt: skip
+        recipe = curve_recipe(cfg, "scratch")
+    else:  # train_scratch's optimiser at the curve's batch size and budget
+        recipe = Recipe.of(params.scratch_recipe, cfg.batch_size, cfg.steps)
     return recipe, "aug" in options, "mean" if "mean" in options else "cls"
 
 

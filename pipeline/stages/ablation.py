@@ -10,8 +10,8 @@ A variant (``ablation.variants``) is a recipe and options:
 
 - ``seed``: ``train_scratch``'s optimiser settings (seed 000: Adam, lr 3e-3, weight decay 0.3 added
   to the gradient, constant lr, no clipping);
-- ``paper``: the sweep's scratch recipe (AdamW, ``data_hunger.scratch_lr``, decoupled weight decay,
-  linear warmup then cosine decay, gradient clipping), as in the paper's Appendix B.1;
+- ``paper``: the sweep's scratch recipe (``data_hunger.scratch``: AdamW, decoupled weight decay, linear
+  warmup then cosine decay, gradient clipping), as in the paper's Appendix B.1;
 - ``+aug``: random crop after 2-pixel padding and horizontal flip;
 - ``+mean``: the head reads the mean of the patch tokens instead of the class token (Appendix D.3).
 

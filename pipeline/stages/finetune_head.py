@@ -34,10 +34,7 @@ def main() -> None:
     test_features = extract_features(backbone, test_set.images, runtime, batch, batch_preparer(test_set, False))
     cfg = params.head_recipe
     steps_per_epoch = epoch_steps(1, len(train_set), cfg.batch_size)
-    recipe = Recipe(
-        lr=cfg.lr, batch_size=cfg.batch_size, steps=cfg.epochs * steps_per_epoch, optimizer="adam", weight_decay=0.0,
-        schedule="none", warmup_fraction=0.0, grad_clip=0.0,
-    )  # fmt: skip
+    recipe = Recipe.of(cfg, cfg.batch_size, cfg.epochs * steps_per_epoch)
     backbone_hash = file_sha256(paths.BACKBONE)
     histories = {}
     with atomic_dir(paths.HEAD_MODELS) as folder:  # every seed's head, or the previous folder untouched

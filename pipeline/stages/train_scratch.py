@@ -25,11 +25,7 @@ def train_one_seed(
     """Trains one from-scratch model; returns its state dict and per-epoch history."""
     cfg = params.scratch_recipe
     steps_per_epoch = epoch_steps(1, len(train_set), cfg.batch_size)
-    recipe = Recipe(
-        lr=cfg.lr, batch_size=cfg.batch_size, steps=cfg.epochs * steps_per_epoch, optimizer=cfg.optimizer,
-        weight_decay=cfg.weight_decay, schedule=cfg.schedule, warmup_fraction=cfg.warmup_fraction,
-        grad_clip=cfg.grad_clip,
-    )  # fmt: skip
+    recipe = Recipe.of(cfg, cfg.batch_size, cfg.epochs * steps_per_epoch)
     generator = seed_everything(seed)
     config = vit_config(
         params.model_name, num_classes=len(train_set.classes), dropout=cfg.dropout, dropout_after_attention=False

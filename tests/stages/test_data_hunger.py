@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from helpers import params_with
 
 from pipeline import arms, curve, data, paths, plotting
 from pipeline.arms import cnn as cnn_arm
 from pipeline.arms import finetune as finetune_arm
 from pipeline.arms import scratch as scratch_arm
-from pipeline.config import ConfigError, parse_params
+from pipeline.config import ConfigError
 from pipeline.data import ImageSet
 from pipeline.errors import UserError
 from pipeline.model import ViT, vit_config
@@ -27,8 +28,8 @@ FRACTIONS = [0.17, 0.34, 0.5, 0.67, 0.84, 1.0]  # of 6 images per class: 1, 2, 3
 
 
 def tiny_params(**data_hunger_values):
-    return parse_params(
-        {
+    return params_with(
+        **{
             "preset": "paper",
             "seeds": [0, 1],
             "paper": {"model": "tiny", "backbone_model": "tiny"},
@@ -58,7 +59,7 @@ def test_a_class_with_fewer_images_contributes_all_it_has():
 def test_sizes_per_preset():
     labels = torch.tensor([0] * 6 + [1] * 6 + [2] * 5)
     assert curve.sweep_sizes(tiny_params(), labels, 3) == [1, 2, 3, 4, 5, 6]  # x the largest class, 6
-    offline = parse_params({"data_hunger": {"offline_sizes": [1, 2, 3, 4, 5, 6]}})
+    offline = params_with(data_hunger={"offline_sizes": [1, 2, 3, 4, 5, 6]})
     assert curve.sweep_sizes(offline, labels[:12], 2) == [1, 2, 3, 4, 5, 6]
     with pytest.raises(UserError, match="smallest class has 5"):
         curve.sweep_sizes(offline, labels, 3)
@@ -68,13 +69,13 @@ def test_sizes_per_preset():
 
 def test_config_rejects_bad_sweeps_and_matches_dvc_yaml():
     with pytest.raises(ConfigError, match="data_hunger.offline_sizes must be strictly increasing"):
-        parse_params({"data_hunger": {"offline_sizes": [10, 10, 75, 250, 1000, 6000]}})
+        params_with(data_hunger={"offline_sizes": [10, 10, 75, 250, 1000, 6000]})
     with pytest.raises(ConfigError, match=r"data_hunger.paper_fractions must list one value per sweep point \(6"):
-        parse_params({"data_hunger": {"paper_fractions": [0.5, 1.0]}})
+        params_with(data_hunger={"paper_fractions": [0.5, 1.0]})
     with pytest.raises(ConfigError, match="data_hunger.points must be 0, 1, ..., n-1"):
-        parse_params({"data_hunger": {"points": [1, 2, 3, 4, 5, 6]}})
+        params_with(data_hunger={"points": [1, 2, 3, 4, 5, 6]})
     with pytest.raises(ConfigError, match="data_hunger.paper_fractions must be in"):
-        parse_params({"data_hunger": {"paper_fractions": [0.1, 0.2, 0.3, 0.5, 0.75, 1.5]}})
+        params_with(data_hunger={"paper_fractions": [0.1, 0.2, 0.3, 0.5, 0.75, 1.5]})
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
     for stage, arm in (("sweep_scratch", "scratch"), ("sweep_cnn", "cnn")):
         assert stages[stage]["matrix"] == {"point": "${data_hunger.points}"}
@@ -188,7 +189,7 @@ def test_aggregate_refuses_a_missing_point(tiny_project, monkeypatch):
 
 
 def test_ablation_variants_map_to_recipe_augmentation_and_pooling():
-    params = parse_params({})
+    params = params_with()
     seed_recipe, augment, pool = scratch_arm.variant_settings("seed", params)
     assert (seed_recipe.optimizer, seed_recipe.lr, seed_recipe.weight_decay) == ("adam", 0.003, 0.3)
     assert (seed_recipe.schedule, seed_recipe.grad_clip, augment, pool) == ("none", 0.0, False, "cls")
@@ -202,11 +203,11 @@ def test_ablation_variants_map_to_recipe_augmentation_and_pooling():
 @pytest.mark.parametrize("variants", [["sgd"], ["paper+flip"], ["paper+aug+aug"], ["seed", "seed"], []])
 def test_config_rejects_unknown_ablation_variants(variants):
     with pytest.raises(ConfigError, match="ablation.variants"):
-        parse_params({"ablation": {"variants": variants}})
+        params_with(ablation={"variants": variants})
 
 
 def test_ablation_stage_writes_every_variant_and_the_plot_stage_draws_it(tiny_project, monkeypatch):
-    params = parse_params({"preset": "paper", "seeds": [0, 1], "paper": {"model": "tiny", "backbone_model": "tiny"},
+    params = params_with(**{"preset": "paper", "seeds": [0, 1], "paper": {"model": "tiny", "backbone_model": "tiny"},
                            "data_hunger": {"paper_fractions": FRACTIONS, "steps": 3, "batch_size": 4},
                            "ablation": {"variants": ["seed", "paper+aug+mean"]}})  # fmt: skip
     monkeypatch.setattr(ablation, "load_params", lambda: params)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import png_claiming
+from helpers import params_with, png_claiming
 from PIL import Image
 from tiny_project import CLASSES, CPU, run_cli
 
 from pipeline import paths
-from pipeline.config import load_params, parse_params
+from pipeline.config import load_params
 from pipeline.data import ImageSet
 from pipeline.tools import predict
 
@@ -85,6 +85,6 @@ def test_predict_with_a_missing_model_says_run_dvc_repro_in_one_line(project, mo
 def test_predict_transform_is_crop_only_for_the_paper_pretrained_view(project):
     params = load_params()
     assert predict.transform_mode(params, "pretrained") == predict.transform_mode(params, "scratch") == "resize"
-    paper = parse_params({"preset": "paper"})
+    paper = params_with(preset="paper")
     assert predict.transform_mode(paper, "pretrained") == "crop"
     assert predict.transform_mode(paper, "scratch") == "resize"

@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import params_with
 
 from pipeline.arms.cnn import small_resnet
-from pipeline.config import parse_params
 from pipeline.engine import count_parameters
 from pipeline.model import ViT, vit_config
 
 
 def test_default_widths_give_about_the_offline_vits_parameter_count():
-    widths = tuple(parse_params({}).data_hunger.cnn_widths)
+    widths = tuple(params_with().data_hunger.cnn_widths)
     cnn = small_resnet(in_channels=1, num_classes=3, widths=widths)
     vit = ViT(vit_config("fmnist", num_classes=3))
     assert count_parameters(cnn) == 1_226_595 and count_parameters(vit) == 1_198_979

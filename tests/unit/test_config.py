@@ -8,6 +8,7 @@ import re
 import pytest
 from helpers import ROOT, raw_params, with_value
 
+from pipeline import config as config_module
 from pipeline.config import ConfigError, Params, flatten, load_params, parse_params
 
 # --- config ----------------------------------------------------------------------------------
@@ -36,10 +37,38 @@ def test_config_knows_exactly_the_model_presets():
     assert sorted(MODEL_NAMES) == sorted(PRESETS)
 
 
-def test_empty_params_file_gives_the_defaults(tmp_path):
+def test_config_has_no_defaults_of_its_own():
+    """params.yaml is the one source of values: no field of any section has a default in code."""
+
+    def fields_with_defaults(cls) -> list[str]:
+        found = []
+        for f in dataclasses.fields(cls):
+            if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+                found.append(f"{cls.__name__}.{f.name}")
+            if isinstance(f.type, str) and f.type in vars(config_module):
+                found += fields_with_defaults(vars(config_module)[f.type])
+        return found
+
+    assert fields_with_defaults(Params) == []
+
+
+@pytest.mark.parametrize("dotted", ["seeds", "runtime.threads", "data_hunger.linear.lr", "finetune_head.paper.epochs"])
+def test_a_missing_key_is_named_with_where_to_find_it(dotted):
+    data = raw_params()
+    *sections, last = dotted.split(".")
+    node = data
+    for section in sections:
+        node = node[section]
+    del node[last]
+    with pytest.raises(ConfigError, match=rf"params.yaml: {re.escape(dotted)} missing.*committed params.yaml"):
+        parse_params(data)
+
+
+def test_an_empty_params_file_names_the_first_missing_keys(tmp_path):
     path = tmp_path / "params.yaml"
     path.write_text("")
-    assert load_params(path) == Params()
+    with pytest.raises(ConfigError, match="params.yaml: preset, seeds, runtime"):
+        load_params(path)
 
 
 @pytest.mark.parametrize(
@@ -51,7 +80,7 @@ def test_unknown_key_names_the_full_key_and_the_allowed_keys(dotted, shown):
         parse_params(with_value(raw_params(), dotted, 1))
     message = str(caught.value)
     assert repr(shown) in message
-    node = Params()
+    node = load_params(ROOT / "params.yaml")
     for part in dotted.split(".")[:-1]:
         node = getattr(node, part)
     allowed = [f.name for f in dataclasses.fields(node)]
@@ -90,6 +119,8 @@ def test_mistyped_value_names_the_key(dotted, value):
         ("train_scratch.offline.schedule", "step", "none, cosine"),
         ("runtime.device", "tpu", "auto, cpu, cuda, mps"),
         ("runtime.precision", "fp16", "auto, bf16, fp32"),
+        ("data_hunger.finetune.optimizer", "sgd", "adam, adamw"),
+        ("data_hunger.linear.lr", 0, "must be positive"),
         ("preset", "imagenet", "offline, paper"),
         ("offline.model", "ViT-B/16", "'B/16'"),
         ("paper.backbone_model", "tinyy", "'tiny'"),
@@ -191,7 +222,8 @@ def test_the_paper_preset_trains_exactly_as_seed_000():
         0.0,
         False,
     )
-    assert (head.lr, head.batch_size, head.epochs) == (0.001, 32, 10)
+    assert (head.optimizer, head.lr, head.weight_decay, head.batch_size, head.epochs) == ("adam", 0.001, 0.0, 32, 10)
+    assert (head.schedule, head.warmup_fraction, head.grad_clip) == ("none", 0.0, 0.0)
     assert params.model_name == params.backbone_model_name == "B/16"
 
 

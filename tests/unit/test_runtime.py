@@ -30,7 +30,7 @@ def restore_torch_globals():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_resolve_runtime_refuses_a_missing_cuda_naming_the_key(restore_torch_globals):
     with pytest.raises(UserError, match=r"runtime\.device is 'cuda'.*runtime\.device: auto"):
-        resolve_runtime(RuntimeConfig(device="cuda"))
+        resolve_runtime(RuntimeConfig(device="cuda", precision="auto", threads=2))
 
 
 @pytest.mark.skipif(
