@@ -8,7 +8,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from pipeline.arms.linear import load_head
-from pipeline.config import Params
 from pipeline.data import ImageSet
 from pipeline.engine import evaluate, extract_features
 from pipeline.metrics import spread
@@ -121,11 +120,11 @@ def accuracy_at_size(
     return {"size": size, "test_acc": spread(accuracies)}
 
 
-def resolution_change(params: Params, test_set: ImageSet, runtime: Runtime) -> dict:
-    """The pretrained arm (backbone + each seed's head) at its training size and at :func:`other_size`."""
-    backbone = load_backbone(params, runtime)
-    heads = {seed: load_head(seed, backbone.config.hidden_dim, len(test_set.classes)) for seed in params.seeds}
-    config, batch = backbone.config, params.evaluate.batch_size
+def resolution_change(backbone_model: str, seeds: list[int], test_set: ImageSet, runtime: Runtime, batch: int) -> dict:
+    """The linear arm (backbone + each seed's head) at its training size and at :func:`other_size`."""
+    backbone = load_backbone(backbone_model, runtime)
+    heads = {seed: load_head(seed, backbone.config.hidden_dim, len(test_set.classes)) for seed in seeds}
+    config = backbone.config
     new_size = other_size(config.image_size, config.patch_size)
     return {
         "train_size": accuracy_at_size(backbone, heads, test_set, config.image_size, runtime, batch),

@@ -158,7 +158,7 @@ class TrainScratchConfig(_PerPreset):
 
 
 @dataclass(frozen=True)
-class FinetuneHeadConfig(_PerPreset):
+class LinearProbeConfig(_PerPreset):
     offline: EpochRecipe  # seed 000's linear head: Adam, lr 1e-3, batch 32, 10 epochs
     paper: EpochRecipe
 
@@ -252,7 +252,7 @@ class Params:
     paper: PaperConfig
     backbone: BackboneConfig
     train_scratch: TrainScratchConfig
-    finetune_head: FinetuneHeadConfig
+    linear_probe: LinearProbeConfig
     evaluate: EvaluateConfig
     images: ImagesConfig
     data_hunger: DataHungerConfig
@@ -282,8 +282,8 @@ class Params:
 
     @property
     def head_recipe(self) -> EpochRecipe:
-        """The preset's linear-head recipe: finetune_head.offline or finetune_head.paper."""
-        return getattr(self.finetune_head, self.preset)
+        """The preset's linear-head recipe: linear_probe.offline or linear_probe.paper."""
+        return getattr(self.linear_probe, self.preset)
 
 
 # pipeline.model.PRESETS' names (a test keeps them equal), listed here so that config imports no model code

@@ -15,7 +15,7 @@ import torch
 
 from pipeline import paths
 from pipeline.arms import ARMS
-from pipeline.config import Params
+from pipeline.config import DataHungerConfig
 from pipeline.data import ImageSet, load_split, nested_indices
 from pipeline.errors import UserError
 from pipeline.metrics import baselines as baselines_of
@@ -28,20 +28,19 @@ def point_path(arm: str, point: int):
     return OUTPUT / f"{arm}_{point}.json"
 
 
-def sweep_train_set(params: Params, view: str) -> ImageSet:
+def sweep_train_set(preset: str, view: str) -> ImageSet:
     """The training images the sweep draws from: offline, all 6000 per class; paper, the train split."""
-    return load_split(TRAIN_ALL if params.preset == "offline" else paths.prepared_split(view, "train"))
+    return load_split(TRAIN_ALL if preset == "offline" else paths.prepared_split(view, "train"))
 
 
-def sweep_sizes(params: Params, labels: torch.Tensor, num_classes: int) -> list[int]:
+def sweep_sizes(cfg: DataHungerConfig, preset: str, labels: torch.Tensor, num_classes: int) -> list[int]:
     """Images per class at each point, checked against what each class has.
 
     Raises:
         UserError: an offline size exceeds a class's count, or two paper fractions round to one size.
     """
     counts = torch.bincount(labels, minlength=num_classes).tolist()
-    cfg = params.data_hunger
-    if params.preset == "offline":
+    if preset == "offline":
         sizes = list(cfg.offline_sizes)
         if sizes[-1] > min(counts):
             raise UserError(

@@ -290,7 +290,7 @@ def prepare_offline(raw: Path, out: Path, classes: list[str], train_per_class: i
         if split in SINGLE_VIEW:
             image_set.save(out / f"{split}.pt")
         else:
-            for view in paths.ARMS:  # both arms see the same inputs: the backbone was pretrained on them
+            for view in paths.VIEWS:  # both arms see the same inputs: the backbone was pretrained on them
                 image_set.save(split_file(out, view, split))
         sources = [f"{source}-images-idx3-ubyte#{i}" for i in indices]
         manifest += manifest_rows(split, picked, new_labels, names, sources)

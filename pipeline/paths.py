@@ -8,17 +8,21 @@ PREPARED = Path("data/prepared")
 MODELS = Path("models")
 BACKBONE = MODELS / "backbone.pt"
 SCRATCH_MODELS = MODELS / "scratch"
-HEAD_MODELS = MODELS / "pretrained"
+LINEAR_PROBES = MODELS / "linear_probe"
 METRICS = Path("metrics")
 PLOTS = Path("plots")
 HISTORY = PLOTS / "history"
 CONFUSION = PLOTS / "confusion"
 
-ARMS = ("scratch", "pretrained")
+# The prepared inputs: ``scratch`` for a model trained from random initialisation, ``pretrained`` through the
+# backbone's own transform (the paper preset's ImageNet resize and crop; offline, the same images).
+VIEWS = ("scratch", "pretrained")
+# The headline's two arms (train_scratch and linear_probe, scored by evaluate) and the view each reads.
+HEADLINE_VIEWS = {"scratch": "scratch", "linear": "pretrained"}
 
 
 def prepared_split(view: str, split: str) -> Path:
-    """``view`` is the arm whose input transform the images follow; ``split`` is train or test."""
+    """``view`` is one of :data:`VIEWS`; ``split`` is train or test."""
     return PREPARED / view / f"{split}.pt"
 
 
@@ -26,5 +30,5 @@ def scratch_model(seed: int) -> Path:
     return SCRATCH_MODELS / f"seed_{seed}.pt"
 
 
-def head_model(seed: int) -> Path:
-    return HEAD_MODELS / f"head_seed_{seed}.pt"
+def linear_probe(seed: int) -> Path:
+    return LINEAR_PROBES / f"head_seed_{seed}.pt"

@@ -12,10 +12,15 @@ from pipeline.curve import parameter_count
 from pipeline.data import ImageSet
 from pipeline.files import atomic_path
 
-COLOURS = {"scratch": "tab:red", "pretrained": "tab:blue"}
-
-
-LABELS = {"scratch": "ViT from scratch", "pretrained": "pretrained ViT, frozen + linear head"}
+# One colour and label per arm (pipeline.arms.ARMS), in every plot.
+COLOURS = {"scratch": "tab:red", "cnn": "tab:orange", "linear": "tab:blue", "finetune": "tab:green"}
+LABELS = {
+    "scratch": "ViT from scratch",
+    "cnn": "small ResNet from scratch",
+    "linear": "pretrained ViT, frozen + linear head",
+    "finetune": "pretrained ViT, fine-tuned",
+}
+ATTENTION_LABELS = {"scratch": "from scratch", "linear": "pretrained + head"}  # short, for small panels
 
 
 def save(figure, name: str) -> None:
@@ -62,7 +67,7 @@ def plot_confusion(plt, matrices: dict) -> None:
 
 def plot_comparison(plt, metrics: dict) -> None:
     figure, axis = plt.subplots(figsize=(6.5, 4.2))
-    for x, arm in enumerate(paths.ARMS):
+    for x, arm in enumerate(paths.HEADLINE_VIEWS):
         acc = metrics[arm]["test_acc"]
         axis.bar(x, acc["mean"], yerr=acc["std"], color=COLOURS[arm], alpha=0.8, capsize=6)
         axis.scatter([x] * len(acc["per_seed"]), acc["per_seed"], color="black", s=12, zorder=3)
@@ -70,7 +75,7 @@ def plot_comparison(plt, metrics: dict) -> None:
     styles = {"chance": ":", "majority": "--", "pixels_logreg": "-."}
     for name, value in metrics["baselines"].items():
         axis.axhline(value, color="grey", linestyle=styles[name], label=f"{name} {value:.3f}")
-    axis.set_xticks(range(len(paths.ARMS)), [LABELS[a] for a in paths.ARMS], fontsize=8)
+    axis.set_xticks(range(len(paths.HEADLINE_VIEWS)), [LABELS[a] for a in paths.HEADLINE_VIEWS], fontsize=8)
     axis.set(ylabel="test accuracy (per image)", ylim=(0, 1.05),
              title=f"{metrics['preset']}: {metrics['n_train']} training images, {metrics['n_test']} test")  # fmt: skip
     axis.legend(fontsize=8, loc="upper left")
@@ -80,7 +85,7 @@ def plot_comparison(plt, metrics: dict) -> None:
 
 def plot_size(plt, metrics: dict) -> None:
     figure, axis = plt.subplots(figsize=(6, 4))
-    for arm in paths.ARMS:
+    for arm in paths.HEADLINE_VIEWS:
         size, acc = metrics[arm]["file_size_mb"], metrics[arm]["test_acc"]
         axis.errorbar(size["model"], acc["mean"], yerr=acc["std"], fmt="o", color=COLOURS[arm],
                       capsize=4, label=f"{LABELS[arm]} (whole model)")  # fmt: skip
@@ -102,8 +107,8 @@ def plot_ablation(plt, ablation: dict, metrics: dict) -> None:
         axis.bar(x, acc["mean"], yerr=acc["std"], color=COLOURS["scratch"], alpha=0.8, capsize=6)
         axis.scatter([x] * len(acc["per_seed"]), acc["per_seed"], color="black", s=12, zorder=3)
         axis.text(x, acc["mean"] + acc["std"] + 0.02, f"{acc['mean']:.3f}", ha="center")
-    pretrained = metrics["pretrained"]["test_acc"]["mean"]
-    axis.axhline(pretrained, color=COLOURS["pretrained"], label=f"{LABELS['pretrained']} {pretrained:.3f}")
+    linear = metrics["linear"]["test_acc"]["mean"]
+    axis.axhline(linear, color=COLOURS["linear"], label=f"{LABELS['linear']} {linear:.3f}")
     styles = {"chance": ":", "majority": "--", "pixels_logreg": "-."}
     for name, value in ablation["baselines"].items():
         axis.axhline(value, color="grey", linestyle=styles[name], label=f"{name} {value:.3f}")
@@ -115,9 +120,6 @@ def plot_ablation(plt, ablation: dict, metrics: dict) -> None:
     axis.legend(fontsize=7, loc="upper left")
     save(figure, "ablation.png")
     plt.close(figure)
-
-
-ATTENTION_LABELS = {"scratch": "from scratch", "pretrained": "pretrained + head"}
 
 
 def to_display(image: torch.Tensor) -> tuple:
@@ -200,17 +202,6 @@ def plot_position_similarity(plt, embeddings: dict[str, torch.Tensor]) -> None:
     plt.close(figure)
 
 
-CURVE_COLOURS = {"scratch": "tab:red", "cnn": "tab:orange", "linear": "tab:blue", "finetune": "tab:green"}
-
-
-CURVE_LABELS = {
-    "scratch": "ViT from scratch",
-    "cnn": "small ResNet from scratch",
-    "linear": "pretrained, frozen + linear head",
-    "finetune": "pretrained, fine-tuned",
-}
-
-
 def plot_data_hunger(metrics: dict, arms, title: str) -> None:
     """Test accuracy against training images per class (log x): mean line, mean ± std band per arm."""
     import matplotlib
@@ -224,10 +215,10 @@ def plot_data_hunger(metrics: dict, arms, title: str) -> None:
         x = [int(n) for n in sizes]
         mean = [metrics[arm][n]["mean"] for n in sizes]
         std = [metrics[arm][n]["std"] for n in sizes]
-        label = f"{CURVE_LABELS[arm]} ({parameter_count(metrics['trained_parameters'][arm])} trained params)"
-        axis.plot(x, mean, "o-", color=CURVE_COLOURS[arm], label=label)
+        label = f"{LABELS[arm]} ({parameter_count(metrics['trained_parameters'][arm])} trained params)"
+        axis.plot(x, mean, "o-", color=COLOURS[arm], label=label)
         low, high = [m - s for m, s in zip(mean, std, strict=True)], [m + s for m, s in zip(mean, std, strict=True)]
-        axis.fill_between(x, low, high, color=CURVE_COLOURS[arm], alpha=0.2, linewidth=0)
+        axis.fill_between(x, low, high, color=COLOURS[arm], alpha=0.2, linewidth=0)
     sizes = sorted(metrics["baselines"], key=int)
     x = [int(n) for n in sizes]
     base = metrics["baselines"]

@@ -6,42 +6,43 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline import paths
-from pipeline.config import Params
+from pipeline.config import BackboneConfig, PaperConfig
 from pipeline.data import batch_preparer, load_split
 from pipeline.engine import Recipe, count_parameters, epoch_steps, train
 from pipeline.errors import UserError
 from pipeline.fetch import download
 from pipeline.files import load_tensors
 from pipeline.model import ViT, state_dict_mismatch, vit_config
-from pipeline.runtime import Runtime, resolve_runtime, seed_everything
-from pipeline.tracking import stage_tracker
+from pipeline.runtime import Runtime, seed_everything
+from pipeline.tracking import Tracker
 
 
-def pretrain(params: Params) -> tuple[dict, list[dict], dict]:
+def pretrain(
+    cfg: BackboneConfig, model_name: str, runtime: Runtime, eval_batch_size: int, tracker: Tracker
+) -> tuple[dict, list[dict], dict]:
+    """Supervised pretraining of ViT ``model_name`` on the pool's classes (offline preset); returns the state
+    dict, the per-epoch records and the summary for metrics/backbone.json."""
     pool_train, pool_test = load_split(paths.PREPARED / "pool_train.pt"), load_split(paths.PREPARED / "pool_test.pt")
-    runtime = resolve_runtime(params.runtime)
-    cfg = params.backbone
     generator = seed_everything(cfg.seed)
-    model = ViT(vit_config(params.offline.model, num_classes=len(pool_train.classes))).to(runtime.device)
+    model = ViT(vit_config(model_name, num_classes=len(pool_train.classes))).to(runtime.device)
     steps_per_epoch = epoch_steps(1, len(pool_train), cfg.batch_size)
     recipe = Recipe.of(cfg, cfg.batch_size, cfg.epochs * steps_per_epoch)
-    with stage_tracker(params, "backbone", seed=cfg.seed, runtime=runtime, source="pretrain") as tracker:
 
-        def report(record: dict) -> None:
-            # the pool's seven classes, not the target task: named apart from the arms' test_acc in MLflow
-            pool = {k.replace("test_", "pool_test_"): v for k, v in record.items() if k not in ("epoch", "step")}
-            tracker.log_metrics(pool, step=record["epoch"])
-            print(
-                f"backbone epoch {record['epoch']}: "
-                + ", ".join(f"{k} {v:.4f}" for k, v in record.items() if k not in ("epoch", "step"))
-            )
+    def report(record: dict) -> None:
+        # the pool's seven classes, not the target task: named apart from the arms' test_acc in MLflow
+        pool = {k.replace("test_", "pool_test_"): v for k, v in record.items() if k not in ("epoch", "step")}
+        tracker.log_metrics(pool, step=record["epoch"])
+        print(
+            f"backbone epoch {record['epoch']}: "
+            + ", ".join(f"{k} {v:.4f}" for k, v in record.items() if k not in ("epoch", "step"))
+        )
 
-        history = train(
-            model, pool_train.images, pool_train.labels, recipe, runtime, generator,
-            prepare=batch_preparer(pool_train, cfg.augment), record_every=steps_per_epoch,
-            evaluations={"test": (pool_test.images, pool_test.labels)}, eval_batch_size=params.evaluate.batch_size,
-            on_record=report, description="backbone",
-        )  # fmt: skip
+    history = train(
+        model, pool_train.images, pool_train.labels, recipe, runtime, generator,
+        prepare=batch_preparer(pool_train, cfg.augment), record_every=steps_per_epoch,
+        evaluations={"test": (pool_test.images, pool_test.labels)}, eval_batch_size=eval_batch_size,
+        on_record=report, description="backbone",
+    )  # fmt: skip
     state = {k: v.cpu() for k, v in model.state_dict().items()}
     summary = {
         "source": "pretrain",
@@ -54,8 +55,8 @@ def pretrain(params: Params) -> tuple[dict, list[dict], dict]:
     return state, history, summary
 
 
-def torchvision_weights(params: Params) -> tuple[dict, list[dict], dict]:
-    cfg = params.paper
+def torchvision_weights(cfg: PaperConfig) -> tuple[dict, list[dict], dict]:
+    """torchvision's weights at ``cfg.weights_url``, verified and loaded into our ViT (paper preset)."""
     path = download(cfg.weights_url, paths.DOWNLOADS / Path(cfg.weights_url).name, cfg.weights_sha256)
     state = load_tensors(path)
     head = state.get("heads.head.weight")
@@ -72,16 +73,16 @@ def torchvision_weights(params: Params) -> tuple[dict, list[dict], dict]:
     return model.state_dict(), [], summary
 
 
-def load_backbone(params: Params, runtime: Runtime) -> ViT:
-    """Our ViT with the backbone's weights, frozen and in eval mode."""
+def load_backbone(model_name: str, runtime: Runtime) -> ViT:
+    """Our ViT of preset ``model_name`` with the backbone's weights, frozen and in eval mode."""
     state = load_tensors(paths.BACKBONE)
     num_classes = state["heads.head.weight"].shape[0]
-    backbone = ViT(vit_config(params.backbone_model_name, num_classes=num_classes))
+    backbone = ViT(vit_config(model_name, num_classes=num_classes))
     try:
         backbone.load_state_dict(state, strict=True)
     except RuntimeError as error:
         raise UserError(
-            f"{paths.BACKBONE} does not fit model {params.backbone_model_name!r} ({str(error).splitlines()[0]}); "
+            f"{paths.BACKBONE} does not fit model {model_name!r} ({str(error).splitlines()[0]}); "
             "rerun the backbone stage (`dvc repro backbone`)"
         ) from None
     backbone.requires_grad_(False)

@@ -52,12 +52,12 @@ def project(tmp_path, monkeypatch, request):
     generator = torch.Generator().manual_seed(0)
     images = torch.randint(0, 256, (12, 3, 32, 32), dtype=torch.uint8, generator=generator)
     labels = torch.tensor([2, 0, 1, 0, 1, 2, 0, 1, 2, 0, 1, 2])
-    for arm in paths.ARMS:
-        ImageSet(images, labels, CLASSES, (0.5,) * 3, (0.25,) * 3).save(paths.prepared_split(arm, "test"))
+    for view in paths.VIEWS:
+        ImageSet(images, labels, CLASSES, (0.5,) * 3, (0.25,) * 3).save(paths.prepared_split(view, "test"))
     for seed in SEEDS:
         save_tensors(paths.scratch_model(seed), random_vit(seed, len(CLASSES)).state_dict())
         head = random_vit(10 + seed, len(CLASSES)).heads.head
-        save_tensors(paths.head_model(seed), {"heads.head.weight": head.weight, "heads.head.bias": head.bias})
+        save_tensors(paths.linear_probe(seed), {"heads.head.weight": head.weight, "heads.head.bias": head.bias})
     save_tensors(paths.BACKBONE, random_vit(99, 5).state_dict())
     return tmp_path
 

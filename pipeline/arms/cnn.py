@@ -15,9 +15,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from pipeline.arms.common import curve_recipe, load_point, seeded_run
-from pipeline.config import Params
-from pipeline.runtime import Runtime
+from pipeline.arms.common import Curve, curve_recipe, load_point, seeded_run
 
 VIEW = "scratch"  # the same inputs as the from-scratch ViT
 
@@ -60,16 +58,16 @@ def small_resnet(in_channels: int, num_classes: int, widths: tuple[int, ...] = (
     return model
 
 
-def point_data(params: Params, point: int, runtime: Runtime) -> dict:
-    return load_point(params, VIEW, point)
+def point_data(curve: Curve, point: int) -> dict:
+    return load_point(curve, VIEW, point)
 
 
-def run_seed(params: Params, data: dict, runtime: Runtime, seed: int) -> tuple[dict, float, float, int]:
+def run_seed(curve: Curve, data: dict, seed: int) -> tuple[dict, float, float, int]:
     """One curve run: ``data_hunger.cnn``'s optimiser (set equal to the from-scratch ViT's) and the same budget."""
-    recipe = curve_recipe(params.data_hunger, "cnn")
+    recipe = curve_recipe(curve.config, "cnn")
 
     def build() -> nn.Sequential:
         in_channels = data["train_inputs"].shape[1]
-        return small_resnet(in_channels, data["num_classes"], tuple(params.data_hunger.cnn_widths))
+        return small_resnet(in_channels, data["num_classes"], tuple(curve.config.cnn_widths))
 
-    return seeded_run(params, data, runtime, seed, recipe, build, f"cnn seed {seed}")
+    return seeded_run(curve, data, seed, recipe, build, f"cnn seed {seed}")

@@ -5,29 +5,27 @@ from __future__ import annotations
 
 import dataclasses
 
-from pipeline.arms.common import curve_recipe, load_point, seeded_run
-from pipeline.config import Params
+from pipeline.arms.common import Curve, curve_recipe, load_point, seeded_run
 from pipeline.model import ViT
 from pipeline.pretraining import load_backbone
-from pipeline.runtime import Runtime
 
 VIEW = "pretrained"
 
 
-def point_data(params: Params, point: int, runtime: Runtime) -> dict:
-    data = load_point(params, VIEW, point)
-    data["backbone"] = load_backbone(params, runtime)
+def point_data(curve: Curve, point: int) -> dict:
+    data = load_point(curve, VIEW, point)
+    data["backbone"] = load_backbone(curve.backbone_model, curve.runtime)
     return data
 
 
-def run_seed(params: Params, data: dict, runtime: Runtime, seed: int) -> tuple[dict, float, float, int]:
+def run_seed(curve: Curve, data: dict, seed: int) -> tuple[dict, float, float, int]:
     """One curve run: ``data_hunger.finetune``'s optimiser (the paper's recipe) for the fixed step budget."""
-    recipe = curve_recipe(params.data_hunger, "finetune")
+    recipe = curve_recipe(curve.config, "finetune")
 
     def build() -> ViT:
         return finetune_model(data["backbone"], data["num_classes"])
 
-    return seeded_run(params, data, runtime, seed, recipe, build, f"finetune seed {seed}")
+    return seeded_run(curve, data, seed, recipe, build, f"finetune seed {seed}")
 
 
 def finetune_model(backbone: ViT, num_classes: int) -> ViT:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 
 from pipeline import paths
+from pipeline.arms.common import Curve
 from pipeline.arms.scratch import run_variant
 from pipeline.config import Params, load_params
 from pipeline.data import load_split
@@ -40,6 +41,8 @@ def run_ablation(params: Params) -> dict:
     runtime = resolve_runtime(params.runtime)
     train_set = load_split(paths.prepared_split("scratch", "train"))
     test_set = load_split(paths.prepared_split("scratch", "test"))
+    curve = Curve(params.preset, params.model_name, params.backbone_model_name, params.data_hunger,
+                  params.evaluate.batch_size, runtime)  # fmt: skip
     variants = {}
     for variant in params.ablation.variants:
         runs = []
@@ -48,7 +51,7 @@ def run_ablation(params: Params) -> dict:
             with stage_tracker(
                 params, f"ablation-{variant}", seed=seed, runtime=runtime, arm="scratch", variant=variant
             ) as tracker:
-                run = run_variant(variant, params, train_set, test_set, runtime, seed)
+                run = run_variant(variant, curve, params.scratch_recipe, train_set, test_set, seed)
                 tracker.log_metrics({**run, "final_test_acc": run["test_acc"]}, step=params.data_hunger.steps)
             runs.append(run)
             print(

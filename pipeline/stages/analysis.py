@@ -10,7 +10,7 @@ interpolated position embeddings and bilinearly upsampled test images; no fine-t
 from __future__ import annotations
 
 from pipeline import paths
-from pipeline.arms.linear import load_pretrained
+from pipeline.arms.linear import load_linear
 from pipeline.arms.scratch import load_scratch
 from pipeline.attention import attention_panels, first_of_each_class, resolution_change
 from pipeline.config import load_params
@@ -31,24 +31,26 @@ def main() -> None:
     params = load_params()
     runtime = resolve_runtime(params.runtime)
     first = params.seeds[0]
-    image_sets = {arm: load_split(paths.prepared_split(arm, "test")) for arm in paths.ARMS}
+    image_sets = {arm: load_split(paths.prepared_split(view, "test")) for arm, view in paths.HEADLINE_VIEWS.items()}
     num_classes = len(image_sets["scratch"].classes)
     models = {
-        "scratch": load_scratch(params, num_classes, first, runtime),
-        "pretrained": load_pretrained(params, num_classes, first, runtime),
+        "scratch": load_scratch(params.model_name, num_classes, first, runtime),
+        "linear": load_linear(params.backbone_model_name, num_classes, first, runtime),
     }
     indices = first_of_each_class(image_sets["scratch"].labels)
-    panels = {arm: attention_panels(models[arm], image_sets[arm], indices, runtime) for arm in paths.ARMS}
+    panels = {arm: attention_panels(models[arm], image_sets[arm], indices, runtime) for arm in models}
     plot_attention(plt, panels, image_sets, indices)
-    plot_position_similarity(plt, {arm: models[arm].encoder.pos_embedding.cpu() for arm in paths.ARMS})
+    plot_position_similarity(plt, {arm: models[arm].encoder.pos_embedding.cpu() for arm in models})
 
-    resolution = resolution_change(params, image_sets["pretrained"], runtime)
+    resolution = resolution_change(
+        params.backbone_model_name, params.seeds, image_sets["linear"], runtime, params.evaluate.batch_size
+    )
     write_json(paths.METRICS / "resolution.json", resolution)
     for key in ("train_size", "other_size"):
         acc = resolution[key]["test_acc"]
         print(
-            f"analysis: pretrained at {resolution[key]['size']}px: test accuracy {acc['mean']:.4f} ± {acc['std']:.4f} "
-            f"over seeds {params.seeds}"
+            f"analysis: linear probe at {resolution[key]['size']}px: test accuracy {acc['mean']:.4f} ± "
+            f"{acc['std']:.4f} over seeds {params.seeds}"
         )
     print(
         f"analysis: wrote attention.png, position_similarity.png to {paths.PLOTS}/ and {paths.METRICS}/resolution.json"

@@ -15,13 +15,21 @@ from pipeline.errors import stage_main
 from pipeline.files import save_tensors, write_json, write_text
 from pipeline.history import history_csv
 from pipeline.pretraining import pretrain, torchvision_weights
+from pipeline.runtime import resolve_runtime
+from pipeline.tracking import stage_tracker
 
 
 @stage_main
 def main() -> None:
     params = load_params()
     started = time.time()
-    state, history, summary = pretrain(params) if params.preset == "offline" else torchvision_weights(params)
+    if params.preset == "offline":
+        runtime = resolve_runtime(params.runtime)
+        cfg = params.backbone
+        with stage_tracker(params, "backbone", seed=cfg.seed, runtime=runtime, source="pretrain") as tracker:
+            state, history, summary = pretrain(cfg, params.offline.model, runtime, params.evaluate.batch_size, tracker)
+    else:
+        state, history, summary = torchvision_weights(params.paper)
     save_tensors(paths.BACKBONE, state)
     write_text(paths.HISTORY / "backbone.csv", history_csv(history))
     write_json(paths.METRICS / "backbone.json", summary)

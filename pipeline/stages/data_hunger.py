@@ -23,8 +23,8 @@ def main() -> None:
     params = load_params()
     summaries = read_points(params.data_hunger.points)
     sizes = [s["n_train_per_class"] for s in summaries[ARMS[0]]]
-    train_all = sweep_train_set(params, "scratch")
-    if sizes != sweep_sizes(params, train_all.labels, len(train_all.classes)):
+    train_all = sweep_train_set(params.preset, "scratch")
+    if sizes != sweep_sizes(params.data_hunger, params.preset, train_all.labels, len(train_all.classes)):
         raise UserError(f"the sweep's sizes {sizes} do not match params.yaml's; rerun `dvc repro`")
     test_set = load_split(paths.prepared_split("scratch", "test"))
     metrics = aggregate(summaries, baselines(train_all, test_set, sizes, params.data_hunger.logreg_max_per_class))

@@ -7,7 +7,7 @@ and, for `dvc plots`, each arm's first-seed predictions as ``plots/confusion/<ar
 from __future__ import annotations
 
 from pipeline import paths
-from pipeline.arms.linear import evaluate_pretrained
+from pipeline.arms.linear import evaluate_linear
 from pipeline.arms.scratch import evaluate_scratch
 from pipeline.config import load_params
 from pipeline.data import load_split
@@ -35,12 +35,13 @@ def main() -> None:
 
     metrics = {"preset": params.preset, "n_train": len(train_set), "n_test": len(test_set), "classes": classes}
     matrices = {}
-    scratch, scratch_model = evaluate_scratch(params, test_set, runtime)
-    pretrained, pretrained_model = evaluate_pretrained(params, pretrained_test, runtime)
-    head_params = pretrained_model.heads.head.weight.numel() + pretrained_model.heads.head.bias.numel()
+    batch = params.evaluate.batch_size
+    scratch, scratch_model = evaluate_scratch(params.model_name, params.seeds, test_set, runtime, batch)
+    linear, linear_model = evaluate_linear(params.backbone_model_name, params.seeds, pretrained_test, runtime, batch)
+    head_params = linear_model.heads.head.weight.numel() + linear_model.heads.head.bias.numel()
     for arm, results, model, trainable in (
         ("scratch", scratch, scratch_model, count_parameters(scratch_model)),
-        ("pretrained", pretrained, pretrained_model, head_params),
+        ("linear", linear, linear_model, head_params),
     ):
         metrics[arm] = summarise(results, labels, classes, model, trainable)
         matrices[arm] = {str(seed): confusion(labels, r.predictions, len(classes)) for seed, r in results.items()}
@@ -49,7 +50,7 @@ def main() -> None:
     metrics["runtime"] = runtime.describe()
     write_json(paths.METRICS / "evaluate.json", metrics)
     write_json(paths.CONFUSION / "matrices.json", {"classes": classes, "matrices": matrices})
-    for arm in ("scratch", "pretrained"):
+    for arm in paths.HEADLINE_VIEWS:
         acc = metrics[arm]["test_acc"]
         print(f"evaluate: {arm} test accuracy {acc['mean']:.4f} ± {acc['std']:.4f} over seeds {params.seeds}")
     print(f"evaluate: baselines {metrics['baselines']}")

@@ -27,7 +27,7 @@ def main() -> None:
 
     metrics = json.loads(read_input(paths.METRICS / "evaluate.json"))
     matrices = json.loads(read_input(paths.CONFUSION / "matrices.json"))
-    histories = {arm: read_history(read_input(paths.HISTORY / f"{arm}_seeds.csv")) for arm in paths.ARMS}
+    histories = {arm: read_history(read_input(paths.HISTORY / f"{arm}_seeds.csv")) for arm in paths.HEADLINE_VIEWS}
     ablation = json.loads(read_input(paths.METRICS / "ablation.json"))
     plot_curves(plt, histories, metrics["baselines"])
     plot_confusion(plt, matrices)

@@ -14,6 +14,7 @@ import sys
 import time
 
 from pipeline.arms import ARMS, arm_module
+from pipeline.arms.common import Curve
 from pipeline.config import Params, load_params
 from pipeline.curve import point_path
 from pipeline.errors import UserError, stage_main
@@ -27,7 +28,9 @@ def run_point(params: Params, arm: str, point: int) -> dict:
     """Every seed of one arm at one size; returns the point's summary (written as JSON by ``main``)."""
     runtime = resolve_runtime(params.runtime)
     module = arm_module(arm)  # by name: dvc.yaml lists only this arm's module among the item's deps
-    data = module.point_data(params, point, runtime)
+    curve = Curve(params.preset, params.model_name, params.backbone_model_name, params.data_hunger,
+                  params.evaluate.batch_size, runtime)  # fmt: skip
+    data = module.point_data(curve, point)
     n, cfg = data["n"], params.data_hunger
     accuracies, losses, train_losses = [], [], []
     for seed in params.seeds:
@@ -35,7 +38,7 @@ def run_point(params: Params, arm: str, point: int) -> dict:
         with stage_tracker(
             params, f"sweep-{arm}-{n}", seed=seed, runtime=runtime, arm=arm, n_train_per_class=str(n), point=str(point)
         ) as tracker:
-            last, accuracy, loss, trained_parameters = module.run_seed(params, data, runtime, seed)
+            last, accuracy, loss, trained_parameters = module.run_seed(curve, data, seed)
             tracker.log_metrics(
                 {"train_loss": last["train_loss"], "train_acc": last["train_acc"], "test_acc": accuracy,
                  "test_loss": loss, "final_test_acc": accuracy, "final_test_loss": loss}, step=cfg.steps,

@@ -1,11 +1,11 @@
 """Class probabilities for your own images from a trained model in ``models/``.
 
-    python -m pipeline.tools.predict photo.jpg other.png [--model scratch|pretrained] [--seed S] [--invert]
+    python -m pipeline.tools.predict photo.jpg other.png [--model scratch|linear] [--seed S] [--invert]
 
 Each image gets its arm's input transform (paper preset: the scratch arm squashes to the model size,
-the pretrained arm resizes and centre-crops like torchvision's weights; offline preset: both arms
-squash to the model size, in greyscale when the model takes one channel) and the mean/std stored with
-the arm's prepared data. Prints one line per image, classes sorted by probability.
+the linear arm (frozen backbone + linear probe) resizes and centre-crops like torchvision's weights;
+offline preset: both arms squash to the model size, in greyscale when the model takes one channel) and
+the mean/std stored with the arm's prepared data. Prints one line per image, classes sorted by probability.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from pipeline import paths
-from pipeline.arms.linear import load_pretrained
+from pipeline.arms.linear import load_linear
 from pipeline.arms.scratch import load_scratch
 from pipeline.config import Params, load_params
 from pipeline.data import ImageSet, ImageTooLargeError, decode_image, load_split
@@ -41,7 +41,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "use --invert for ordinary photos of a garment on a light background.",
     )
     parser.add_argument("images", nargs="+", type=Path, help="image files")
-    parser.add_argument("--model", choices=paths.ARMS, default="pretrained", help="which arm (default: pretrained)")
+    parser.add_argument(
+        "--model", choices=list(paths.HEADLINE_VIEWS), default="linear", help="which arm (default: linear)"
+    )
     parser.add_argument("--seed", type=int, default=None, help="which seed's model (default: the first in params)")
     parser.add_argument("--invert", action="store_true", help=INVERT_HELP)
     return parser.parse_args(argv)
@@ -49,7 +51,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def transform_mode(params: Params, arm: str) -> str:
     """The arm's decode mode: "crop" only for the paper preset's pretrained view, else "resize"."""
-    return "crop" if params.preset == "paper" and arm == "pretrained" else "resize"
+    return "crop" if params.preset == "paper" and paths.HEADLINE_VIEWS[arm] == "pretrained" else "resize"
 
 
 def load_model(params: Params, arm: str, seed: int, num_classes: int, runtime: Runtime) -> ViT:
@@ -58,7 +60,7 @@ def load_model(params: Params, arm: str, seed: int, num_classes: int, runtime: R
     Raises:
         UserError: the model file is missing (run `dvc repro` or `dvc pull`) or does not fit.
     """
-    needed = [paths.scratch_model(seed)] if arm == "scratch" else [paths.BACKBONE, paths.head_model(seed)]
+    needed = [paths.scratch_model(seed)] if arm == "scratch" else [paths.BACKBONE, paths.linear_probe(seed)]
     for path in needed:
         if not path.is_file():
             raise UserError(
@@ -66,8 +68,8 @@ def load_model(params: Params, arm: str, seed: int, num_classes: int, runtime: R
                 "(or `dvc pull` to fetch the team's), or pick a trained seed with --seed"
             )
     if arm == "scratch":
-        return load_scratch(params, num_classes, seed, runtime)
-    return load_pretrained(params, num_classes, seed, runtime)
+        return load_scratch(params.model_name, num_classes, seed, runtime)
+    return load_linear(params.backbone_model_name, num_classes, seed, runtime)
 
 
 def load_image(path: Path, size: int, mode: str, channels: int, invert: bool, max_pixels: int) -> torch.Tensor:
@@ -104,7 +106,7 @@ def main() -> None:
     arm = args.model
     seed = params.seeds[0] if args.seed is None else args.seed
     runtime = resolve_runtime(params.runtime)
-    image_set = load_split(paths.prepared_split(arm, "test"))  # classes and the arm's mean/std
+    image_set = load_split(paths.prepared_split(paths.HEADLINE_VIEWS[arm], "test"))  # classes and the arm's mean/std
     model = load_model(params, arm, seed, len(image_set.classes), runtime)
     config = model.config
     mode = transform_mode(params, arm)

@@ -1,7 +1,7 @@
 """Prints the README's results tables (markdown) from the committed metrics: `python -m pipeline.tools.report`.
 
 The headline table comes from metrics/evaluate.json, the data-hunger curve from metrics/data_hunger.json
-and the recipe ablation from metrics/ablation.json (beside the pretrained arm of evaluate.json).
+and the recipe ablation from metrics/ablation.json (beside the linear arm of evaluate.json).
 """
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ import json
 
 from pipeline import paths
 from pipeline.errors import UserError, stage_main
-from pipeline.plotting import CURVE_LABELS as CURVE_ARMS
+from pipeline.plotting import LABELS
 
-ARM_NAMES = {"scratch": "ViT from scratch", "pretrained": "Pretrained ViT, frozen + new linear head"}
 VARIANT_PARTS = {
     "seed": "seed 000's optimiser (Adam, constant lr, L2 weight decay, no clipping)",
     "paper": "paper's optimiser (AdamW, warmup + cosine, clipping)",
@@ -36,7 +35,7 @@ def results_table(metrics: dict) -> str:
         "| file MB (model / head) |",
         "|---|---|---|---|---|---|---|",
     ]
-    for arm, name in ARM_NAMES.items():
+    for arm, name in ((arm, LABELS[arm]) for arm in paths.HEADLINE_VIEWS):
         m = metrics[arm]
         acc, loss = m["test_acc"], m["test_loss"]
         per_seed = ", ".join(f"{a:.3f}" for a in acc["per_seed"])
@@ -54,9 +53,9 @@ def results_table(metrics: dict) -> str:
 
 def curve_table(curve: dict) -> str:
     """Test accuracy per arm and training-set size; the best arm of each size in bold."""
-    arms = [arm for arm in CURVE_ARMS if arm in curve]
+    arms = [arm for arm in LABELS if arm in curve]
     lines = [
-        "| per class | " + " | ".join(CURVE_ARMS[arm] for arm in arms) + " | pixels logreg |",
+        "| per class | " + " | ".join(LABELS[arm] for arm in arms) + " | pixels logreg |",
         "|---" * (len(arms) + 2) + "|",
     ]
     for size in sorted(curve[arms[0]], key=int):
@@ -74,7 +73,7 @@ def describe_variant(variant: str) -> str:
 
 
 def ablation_table(ablation: dict, metrics: dict) -> str:
-    """Each recipe variant of the from-scratch ViT, then the pretrained arm and the baselines."""
+    """Each recipe variant of the from-scratch ViT, then the linear arm and the baselines."""
     lines = [
         "| variant | recipe | test accuracy (mean ± std) | per seed | collapse | final train loss |",
         "|---|---|---|---|---|---|",
@@ -86,8 +85,8 @@ def ablation_table(ablation: dict, metrics: dict) -> str:
             f"| `{variant}` | {describe_variant(variant)} | **{mean_std(result['test_acc'])}** | {per_seed} "
             f"| {result['collapse']['mean']:.2f} | {result['train_loss']['mean']:.3f} |"
         )
-    pretrained = mean_std(metrics["pretrained"]["test_acc"])
-    lines.append(f"| (reference) | {ARM_NAMES['pretrained']} (evaluate stage) | {pretrained} | | | |")
+    linear = mean_std(metrics["linear"]["test_acc"])
+    lines.append(f"| (reference) | {LABELS['linear']} (evaluate stage) | {linear} | | | |")
     for name, value in ablation["baselines"].items():
         lines.append(f"| (baseline) | {name.replace('_', ' ')} | {value:.3f} | | | |")
     return "\n".join(lines)

@@ -58,13 +58,20 @@ def test_a_class_with_fewer_images_contributes_all_it_has():
 
 def test_sizes_per_preset():
     labels = torch.tensor([0] * 6 + [1] * 6 + [2] * 5)
-    assert curve.sweep_sizes(tiny_params(), labels, 3) == [1, 2, 3, 4, 5, 6]  # x the largest class, 6
+    assert curve.sweep_sizes(tiny_params().data_hunger, "paper", labels, 3) == [
+        1,
+        2,
+        3,
+        4,
+        5,
+        6,
+    ]  # x the largest class, 6
     offline = params_with(data_hunger={"offline_sizes": [1, 2, 3, 4, 5, 6]})
-    assert curve.sweep_sizes(offline, labels[:12], 2) == [1, 2, 3, 4, 5, 6]
+    assert curve.sweep_sizes(offline.data_hunger, "offline", labels[:12], 2) == [1, 2, 3, 4, 5, 6]
     with pytest.raises(UserError, match="smallest class has 5"):
-        curve.sweep_sizes(offline, labels, 3)
+        curve.sweep_sizes(offline.data_hunger, "offline", labels, 3)
     with pytest.raises(UserError, match="same set"):
-        curve.sweep_sizes(tiny_params(paper_fractions=[0.1, 0.11, 0.5, 0.6, 0.7, 1.0]), labels, 3)
+        curve.sweep_sizes(tiny_params(paper_fractions=[0.1, 0.11, 0.5, 0.6, 0.7, 1.0]).data_hunger, "paper", labels, 3)
 
 
 def test_config_rejects_bad_sweeps_and_matches_dvc_yaml():
@@ -94,7 +101,7 @@ def tiny_project(tmp_path, monkeypatch):
     """A paper-preset prepared folder (6 train, 2 test images per class) and a tiny backbone, in tmp."""
     monkeypatch.chdir(tmp_path)
     generator = torch.Generator().manual_seed(0)
-    for view in paths.ARMS:
+    for view in paths.VIEWS:
         for split, per_class in (("train", 6), ("test", 2)):
             labels = torch.arange(3).repeat_interleave(per_class)
             images = torch.randint(0, 80, (len(labels), 3, 32, 32), dtype=torch.uint8, generator=generator)
@@ -190,14 +197,17 @@ def test_aggregate_refuses_a_missing_point(tiny_project, monkeypatch):
 
 def test_ablation_variants_map_to_recipe_augmentation_and_pooling():
     params = params_with()
-    seed_recipe, augment, pool = scratch_arm.variant_settings("seed", params)
+    cfg, seed_cfg = params.data_hunger, params.scratch_recipe
+    seed_recipe, augment, pool = scratch_arm.variant_settings("seed", cfg, seed_cfg)
     assert (seed_recipe.optimizer, seed_recipe.lr, seed_recipe.weight_decay) == ("adam", 0.003, 0.3)
     assert (seed_recipe.schedule, seed_recipe.grad_clip, augment, pool) == ("none", 0.0, False, "cls")
     assert seed_recipe.batch_size == params.data_hunger.batch_size  # the sweep's budget, not the seed's 32
-    paper_recipe, augment, pool = scratch_arm.variant_settings("paper+aug+mean", params)
+    paper_recipe, augment, pool = scratch_arm.variant_settings(
+        "paper+aug+mean", params.data_hunger, params.scratch_recipe
+    )
     assert (paper_recipe.optimizer, paper_recipe.lr, paper_recipe.schedule) == ("adamw", 0.001, "cosine")
     assert (paper_recipe.warmup_fraction, paper_recipe.grad_clip, augment, pool) == (0.1, 1.0, True, "mean")
-    assert scratch_arm.variant_settings("seed+mean", params)[1:] == (False, "mean")
+    assert scratch_arm.variant_settings("seed+mean", cfg, seed_cfg)[1:] == (False, "mean")
 
 
 @pytest.mark.parametrize("variants", [["sgd"], ["paper+flip"], ["paper+aug+aug"], ["seed", "seed"], []])
@@ -229,7 +239,7 @@ def test_ablation_stage_writes_every_variant_and_the_plot_stage_draws_it(tiny_pr
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    evaluate_metrics = {"pretrained": {"test_acc": {"mean": 0.5}}}
+    evaluate_metrics = {"linear": {"test_acc": {"mean": 0.5}}}
     plotting.plot_ablation(plt, summary, evaluate_metrics)
     assert (paths.PLOTS / "ablation.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -15,7 +15,9 @@ REPO = Path(__file__).resolve().parents[2]
 STAGES = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
 STAGE_FILES = sorted((REPO / "pipeline" / "stages").glob("[!_]*.py"))
 TOOL_FILES = sorted((REPO / "pipeline" / "tools").glob("[!_]*.py"))
-LIBRARY_FILES = sorted((REPO / "pipeline").glob("[!_]*.py"))
+LIBRARY_FILES = sorted((REPO / "pipeline").glob("[!_]*.py")) + sorted((REPO / "pipeline" / "arms").glob("*.py"))
+# Library functions whose job is the whole of params.yaml: parsing it and logging every value to MLflow.
+TAKES_ALL_PARAMS = {"config.py": {"flatten"}, "tracking.py": {"stage_tracker"}}
 STAGE_LINE_CAP = 100
 
 
@@ -90,7 +92,20 @@ def test_no_stage_or_tool_imports_a_stage_or_tool(path):
     assert not {m for m in direct_imports(path) if m.startswith(("pipeline.stages", "pipeline.tools"))}
 
 
-@pytest.mark.parametrize("path", LIBRARY_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", LIBRARY_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_library_functions_take_plain_values_or_their_own_section_never_all_params(path):
+    """A stage reads params once and passes plain values or one section down (STYLE: one source, read once)."""
+    takes_params = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            arguments = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+            typed = {a.arg: ast.unparse(a.annotation) if a.annotation else "" for a in arguments}
+            if "Params" in typed.values() or typed.get("params", "dict") in ("", "Params"):
+                takes_params.add(node.name)
+    assert takes_params <= TAKES_ALL_PARAMS.get(path.name, set())
+
+
+@pytest.mark.parametrize("path", LIBRARY_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_the_library_never_imports_stages_or_tools(path):
     assert not {m for m in direct_imports(path) if m.startswith(("pipeline.stages", "pipeline.tools"))}
 

@@ -26,10 +26,10 @@ from pipeline.model import ViT, vit_config
 
 REPO = Path(__file__).resolve().parents[2]
 CLASSES = ("alpha", "beta", "gamma")
-EVALUATE_KEYS = {"scratch", "pretrained", "baselines", "preset", "n_train", "n_test", "classes"}
+EVALUATE_KEYS = {"scratch", "linear", "baselines", "preset", "n_train", "n_test", "classes"}
 ARM_KEYS = {"test_acc", "test_loss", "per_class", "collapse", "file_size_mb", "params"}
 STAGES = (
-    "download", "prepare", "backbone", "train_scratch", "finetune_head", "evaluate", "ablation", "plot", "analysis",
+    "download", "prepare", "backbone", "train_scratch", "linear_probe", "evaluate", "ablation", "plot", "analysis",
 )  # fmt: skip
 # The data-hunger sweep, cut to two points (data_hunger.points) so that the suite stays short: its matrices'
 # items (point, or arm x point) and the stage that gathers them.
@@ -113,7 +113,7 @@ def paper_repo(tmp_path_factory, server):
             "weights_sha256": hashlib.sha256(weights.getvalue()).hexdigest()[:16],
         },
         train_scratch={"paper": {"epochs": 2, "batch_size": 8}},
-        finetune_head={"paper": {"epochs": 2, "batch_size": 8}},
+        linear_probe={"paper": {"epochs": 2, "batch_size": 8}},
         # 6 training images per class: 3 and 6 per class
         data_hunger={"points": [0, 1], "paper_fractions": [0.5, 1.0], "steps": 2, "batch_size": 4},
     )
@@ -136,7 +136,7 @@ def test_repro_runs_every_stage_and_writes_documented_metrics(paper_repo):
     assert metrics["preset"] == "paper"
     assert metrics["classes"] == list(CLASSES)
     assert (metrics["n_train"], metrics["n_test"]) == (18, 9)
-    for arm in ("scratch", "pretrained"):
+    for arm in ("scratch", "linear"):
         assert set(metrics[arm]) >= ARM_KEYS
         acc = metrics[arm]["test_acc"]
         assert len(acc["per_seed"]) == 2 and all(0 <= a <= 1 for a in acc["per_seed"])
@@ -144,13 +144,13 @@ def test_repro_runs_every_stage_and_writes_documented_metrics(paper_repo):
         assert set(metrics[arm]["per_class"]) == set(CLASSES)
         assert 1 / 3 <= metrics[arm]["collapse"] <= 1
         assert 0 < metrics[arm]["file_size_mb"]["head"] < metrics[arm]["file_size_mb"]["model"]
-    assert metrics["pretrained"]["params"]["trainable"] == 32 * 3 + 3  # D * classes + bias: only the head
+    assert metrics["linear"]["params"]["trainable"] == 32 * 3 + 3  # D * classes + bias: only the head
     assert metrics["scratch"]["params"]["trainable"] == metrics["scratch"]["params"]["total"]
     assert metrics["baselines"]["chance"] == pytest.approx(1 / 3)
     assert metrics["baselines"]["majority"] == pytest.approx(1 / 3)
     for png in ("curves", "confusion", "comparison", "size_vs_accuracy", "ablation"):
         assert (repo / "plots" / f"{png}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert (repo / "models/scratch/seed_1.pt").is_file() and (repo / "models/pretrained/head_seed_1.pt").is_file()
+    assert (repo / "models/scratch/seed_1.pt").is_file() and (repo / "models/linear_probe/head_seed_1.pt").is_file()
 
 
 def test_data_hunger_curve_has_every_arm_size_and_seed(paper_repo):
@@ -188,12 +188,12 @@ def test_mlflow_records_every_training_run_with_tags(paper_repo):
     experiment = client.get_experiment_by_name("vit-paper")
     runs = client.search_runs([experiment.experiment_id])
     by_name = {run.info.run_name: run for run in runs}
-    assert {"train_scratch-seed0", "train_scratch-seed1", "finetune_head-seed0", "finetune_head-seed1"} <= set(by_name)
-    run = by_name["finetune_head-seed1"]
-    assert run.data.tags["stage"] == "finetune_head" and run.data.tags["seed"] == "1"
+    assert {"train_scratch-seed0", "train_scratch-seed1", "linear_probe-seed0", "linear_probe-seed1"} <= set(by_name)
+    run = by_name["linear_probe-seed1"]
+    assert run.data.tags["stage"] == "linear_probe" and run.data.tags["seed"] == "1"
     assert len(run.data.tags["git_commit"]) == 40 and "backbone_sha256" in run.data.tags
     assert "data_sha256" in run.data.tags
-    assert run.data.params["finetune_head.paper.epochs"] == "2"
+    assert run.data.params["linear_probe.paper.epochs"] == "2"
     history = client.get_metric_history(run.info.run_id, "test_acc")
     assert [m.step for m in history] == [1, 2]
     sweep = by_name["sweep-finetune-6-seed1"]
@@ -213,10 +213,10 @@ def test_second_repro_is_a_no_op(paper_repo):
 
 def test_changing_one_param_reruns_only_dependent_stages(paper_repo):
     repo, env, _ = paper_repo
-    set_params(repo, finetune_head={"paper": {"lr": 0.002}})
+    set_params(repo, linear_probe={"paper": {"lr": 0.002}})
     output = run(["dvc", "repro"], repo, env)
     ran = {stage for stage in STAGES + SWEEP_STAGES if f"Running stage '{stage}'" in output}
-    assert ran == {"finetune_head", "evaluate", "plot", "analysis"}
+    assert ran == {"linear_probe", "evaluate", "plot", "analysis"}
 
 
 def test_push_then_fresh_clone_pulls_identical_results(paper_repo, tmp_path):

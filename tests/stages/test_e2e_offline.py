@@ -38,7 +38,7 @@ def test_offline_preset_runs_on_a_small_idx_fixture(tmp_path):
         offline={"classes": ["Trouser", "Sandal", "Bag"], "train_per_class": 4},
         backbone={"epochs": 1, "batch_size": 16},
         train_scratch={"offline": {"epochs": 1, "batch_size": 8}},
-        finetune_head={"offline": {"epochs": 1, "batch_size": 8}},
+        linear_probe={"offline": {"epochs": 1, "batch_size": 8}},
         data_hunger={"offline_sizes": [1, 2, 3, 4, 6, 8], "steps": 2, "batch_size": 4},
     )
     rng = np.random.default_rng(0)
@@ -51,7 +51,7 @@ def test_offline_preset_runs_on_a_small_idx_fixture(tmp_path):
         (raw / f"{prefix}-labels-idx1-ubyte").write_bytes(idx_bytes(labels))
     env = clean_env()
     env["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    for stage in ("prepare", "backbone", "train_scratch", "finetune_head", "evaluate", "ablation", "plot"):
+    for stage in ("prepare", "backbone", "train_scratch", "linear_probe", "evaluate", "ablation", "plot"):
         run([sys.executable, "-m", f"pipeline.stages.{stage}"], repo, env)
     for arm, point in (("scratch", "0"), ("cnn", "1"), ("finetune", "5")):
         run([sys.executable, "-m", "pipeline.stages.sweep", arm, point], repo, env)

@@ -237,7 +237,7 @@ def project(tmp_path_factory, server) -> Project:
             "weights_sha256": sha(weights.getvalue()),
         },
         train_scratch={"paper": {"epochs": 2, "batch_size": 4}},
-        finetune_head={"paper": {"epochs": 2, "batch_size": 4}},
+        linear_probe={"paper": {"epochs": 2, "batch_size": 4}},
     )
     (root / "inject.py").write_text(INJECT)
     env = clean_env()
@@ -247,7 +247,7 @@ def project(tmp_path_factory, server) -> Project:
     chain = (
         "import runpy\nfor stage in {stages}:\n    runpy.run_module(f'pipeline.stages.{{stage}}', run_name='__main__')"
     )
-    stages = ["download", "prepare", "backbone", "train_scratch", "finetune_head", "evaluate"]
+    stages = ["download", "prepare", "backbone", "train_scratch", "linear_probe", "evaluate"]
     result = subprocess.run(  # one process for the whole chain: every start costs seconds of importing torch
         [sys.executable, "-c", chain.format(stages=stages)], cwd=repo, env=env, capture_output=True, text=True,
         timeout=600,
@@ -521,7 +521,7 @@ PARAM_FAULTS = {
         {"train_scratch": {"offline": {"lr": -0.1}}},
         ["train_scratch.offline.lr", "must be positive", "-0.1"],
     ),
-    "batch-0": ({"finetune_head": {"offline": {"batch_size": 0}}}, ["finetune_head.offline.batch_size", "at least 1"]),
+    "batch-0": ({"linear_probe": {"offline": {"batch_size": 0}}}, ["linear_probe.offline.batch_size", "at least 1"]),
     "unknown-model": ({"paper": {"model": "B/15"}}, ["paper.model", "'B/15'", "'B/16'", "'tiny'"]),
     "unknown-preset": ({"preset": "online"}, ["preset", "offline, paper", "'online'"]),
     "bad-scheme": ({"paper": {"url": "ftp://example.invalid/a.zip"}}, ["paper.url", "https, http or file"]),
@@ -741,7 +741,7 @@ def test_parallel_writers_on_a_new_sqlite_store_record_every_run(tmp_path):
 # --- 11. a checkpoint holding a pickle payload -------------------------------------------------------
 
 
-@pytest.mark.parametrize("stage", ["finetune_head", "evaluate"])
+@pytest.mark.parametrize("stage", ["linear_probe", "evaluate"])
 def test_poisoned_backbone_checkpoint_is_refused_and_its_code_never_runs(project, tmp_path, stage):
     backbone = project.repo / "models/backbone.pt"
     saved = backbone.read_bytes()

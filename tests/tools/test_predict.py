@@ -22,7 +22,7 @@ def parse_line(line: str) -> tuple[str, list[tuple[str, float]]]:
     return path, [(words[i], float(words[i + 1])) for i in range(0, len(words), 2)]
 
 
-@pytest.mark.parametrize("arm", paths.ARMS)
+@pytest.mark.parametrize("arm", list(paths.HEADLINE_VIEWS))
 def test_predict_prints_sorted_probabilities_summing_to_one_for_png_and_odd_grey_jpeg(
     project, monkeypatch, capsys, arm
 ):
@@ -82,9 +82,9 @@ def test_predict_with_a_missing_model_says_run_dvc_repro_in_one_line(project, mo
     assert "head_seed_7.pt is missing" in err and "dvc repro" in err and "dvc pull" in err
 
 
-def test_predict_transform_is_crop_only_for_the_paper_pretrained_view(project):
+def test_predict_transform_is_crop_only_for_the_paper_linear_arm(project):
     params = load_params()
-    assert predict.transform_mode(params, "pretrained") == predict.transform_mode(params, "scratch") == "resize"
+    assert predict.transform_mode(params, "linear") == predict.transform_mode(params, "scratch") == "resize"
     paper = params_with(preset="paper")
-    assert predict.transform_mode(paper, "pretrained") == "crop"
+    assert predict.transform_mode(paper, "linear") == "crop"
     assert predict.transform_mode(paper, "scratch") == "resize"

@@ -43,7 +43,7 @@ def test_ablation_table_keeps_the_variant_order_and_names_each_part():
         "variants": {"paper+aug+mean": result, "seed": result},
         "baselines": {"chance": 1 / 3},
     }
-    table = ablation_table(ablation, {"pretrained": {"test_acc": spread(0.6)}})
+    table = ablation_table(ablation, {"linear": {"test_acc": spread(0.6)}})
     rows = table.splitlines()
     assert rows[2].startswith("| `seed` | seed 000's optimiser") and "**0.500 ± 0.000**" in rows[2]
     assert rows[3].startswith("| `paper+aug+mean` | paper's optimiser") and "crop/flip + mean pooling" in rows[3]

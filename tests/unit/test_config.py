@@ -52,7 +52,7 @@ def test_config_has_no_defaults_of_its_own():
     assert fields_with_defaults(Params) == []
 
 
-@pytest.mark.parametrize("dotted", ["seeds", "runtime.threads", "data_hunger.linear.lr", "finetune_head.paper.epochs"])
+@pytest.mark.parametrize("dotted", ["seeds", "runtime.threads", "data_hunger.linear.lr", "linear_probe.paper.epochs"])
 def test_a_missing_key_is_named_with_where_to_find_it(dotted):
     data = raw_params()
     *sections, last = dotted.split(".")
@@ -109,7 +109,7 @@ def test_mistyped_value_names_the_key(dotted, value):
     ("dotted", "value", "allowed"),
     [
         ("train_scratch.offline.lr", -0.1, "must be positive"),
-        ("finetune_head.offline.lr", 0, "must be positive"),
+        ("linear_probe.offline.lr", 0, "must be positive"),
         ("train_scratch.offline.batch_size", 0, "at least 1"),
         ("evaluate.batch_size", 0, "at least 1"),
         ("backbone.epochs", 0, "at least 1"),

@@ -224,7 +224,7 @@ def test_backbone_recipe_with_warmup_cosine_and_clipping_trains():
     assert all(math.isfinite(r["train_loss"]) and math.isfinite(r["test_loss"]) for r in history)
 
 
-# --- the finetune equivalence (design claim of pipeline/finetune_head.py) ---------------------
+# --- the finetune equivalence (design claim of pipeline/stages/linear_probe.py) ---------------------
 
 
 def test_head_on_precomputed_features_equals_training_the_frozen_model_end_to_end():

@@ -1,4 +1,5 @@
-"""Stage finetune_head: freeze the pretrained backbone and train a new linear head, per seed.
+"""Stage linear_probe: freeze the pretrained backbone and train a new linear head on its features, per seed
+(the headline's ``linear`` arm; seed 000's "pretrained ViT feature extractor").
 
 The frozen backbone's features are computed once; training the head on them is the same as
 seed 000's per-epoch forward through the frozen model (tests/unit/test_engine.py proves it),
@@ -28,7 +29,7 @@ def main() -> None:
     runtime = resolve_runtime(params.runtime)
     train_set = load_split(paths.prepared_split("pretrained", "train"))
     test_set = load_split(paths.prepared_split("pretrained", "test"))
-    backbone = load_backbone(params, runtime)
+    backbone = load_backbone(params.backbone_model_name, runtime)
     batch = params.evaluate.batch_size
     train_features = extract_features(backbone, train_set.images, runtime, batch, batch_preparer(train_set, False))
     test_features = extract_features(backbone, test_set.images, runtime, batch, batch_preparer(test_set, False))
@@ -37,19 +38,19 @@ def main() -> None:
     recipe = Recipe.of(cfg, cfg.batch_size, cfg.epochs * steps_per_epoch)
     backbone_hash = file_sha256(paths.BACKBONE)
     histories = {}
-    with atomic_dir(paths.HEAD_MODELS) as folder:  # every seed's head, or the previous folder untouched
+    with atomic_dir(paths.LINEAR_PROBES) as folder:  # every seed's head, or the previous folder untouched
         for seed in params.seeds:
             generator = seed_everything(seed)
             head = nn.Linear(backbone.config.hidden_dim, len(train_set.classes)).to(runtime.device)
             with stage_tracker(
-                params, "finetune_head", seed=seed, runtime=runtime, arm="pretrained", backbone_sha256=backbone_hash
+                params, "linear_probe", seed=seed, runtime=runtime, arm="linear", backbone_sha256=backbone_hash
             ) as tracker:
 
                 def report(record: dict, seed: int = seed, tracker=tracker) -> None:
                     tracker.log_metrics(
                         {k: v for k, v in record.items() if k not in ("epoch", "step")}, step=record["epoch"]
                     )
-                    print(f"pretrained seed {seed} epoch {record['epoch']}: test_acc {record['test_acc']:.4f}")
+                    print(f"linear seed {seed} epoch {record['epoch']}: test_acc {record['test_acc']:.4f}")
 
                 histories[seed] = train(
                     head, train_features, train_set.labels, recipe, runtime, generator,
@@ -58,9 +59,9 @@ def main() -> None:
                 )  # fmt: skip
                 last = histories[seed][-1]
                 tracker.log_metrics({"final_test_acc": last["test_acc"], "final_test_loss": last["test_loss"]})
-            save_tensors(folder / paths.head_model(seed).name, head_state(head))
-    write_text(paths.HISTORY / "pretrained.csv", history_csv(mean_over_seeds(histories)))
-    write_text(paths.HISTORY / "pretrained_seeds.csv", history_csv(with_seed(histories), ["seed", *FIELDS]))
+            save_tensors(folder / paths.linear_probe(seed).name, head_state(head))
+    write_text(paths.HISTORY / "linear.csv", history_csv(mean_over_seeds(histories)))
+    write_text(paths.HISTORY / "linear_seeds.csv", history_csv(with_seed(histories), ["seed", *FIELDS]))
 
 
 if __name__ == "__main__":
