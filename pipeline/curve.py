@@ -87,6 +87,21 @@ def baselines(train_all: ImageSet, test_set: ImageSet, sizes: list[int], logreg_
     return result
 
 
+def curve_csv(metrics: dict, arms) -> str:
+    """The curve as a data series for `dvc plots` (``plots/data_hunger.csv``): one row per arm and size, with
+    the mean and std over seeds; the pixel probe is the arm ``pixels_logreg`` (its one fit per size)."""
+    rows = ["arm,n_train_per_class,test_acc,test_acc_std"]
+    for arm in arms:
+        rows += [
+            f"{arm},{n},{v['mean']:.6g},{v['std']:.6g}"
+            for n, v in sorted(metrics[arm].items(), key=lambda i: int(i[0]))
+        ]
+    for n, base in sorted(metrics["baselines"].items(), key=lambda i: int(i[0])):
+        if "pixels_logreg" in base:
+            rows.append(f"pixels_logreg,{n},{base['pixels_logreg']:.6g},0")
+    return "\n".join(rows) + "\n"
+
+
 def aggregate(summaries: dict[str, list[dict]], baseline: dict[str, dict]) -> dict:
     """``{arm: {n: {mean, std, per_seed}}}`` of test accuracy, with the baselines and the run settings."""
     result: dict = {

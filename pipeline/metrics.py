@@ -17,6 +17,19 @@ from pipeline.files import tensor_bytes
 # (about 35 in a full `dvc repro`) would otherwise pay whether or not it fits a baseline.
 
 
+def numeric_leaves(tree: dict, prefix: str = "") -> dict[str, float]:
+    """Every number in a metrics mapping under its dotted path (``scratch.test_acc.mean``), for MLflow;
+    lists (per-seed values) are left out, their mean and std are leaves already."""
+    leaves: dict[str, float] = {}
+    for key, value in tree.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict):
+            leaves.update(numeric_leaves(value, f"{path}."))
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            leaves[path] = float(value)
+    return leaves
+
+
 def spread(values: list[float]) -> dict:
     """Mean, sample standard deviation (0 for one seed) and the per-seed values."""
     return {
@@ -105,9 +118,12 @@ def summarise(results: dict[int, Evaluation], labels: torch.Tensor, classes: lis
     }
 
 
-def predictions_csv(labels: torch.Tensor, predictions: torch.Tensor, classes: list[str]) -> str:
+def predictions_csv(labels: torch.Tensor, predictions: dict[int, torch.Tensor], classes: list[str]) -> str:
+    """One row per test image and seed (``seed,actual,predicted``): DVC's confusion template counts rows, so
+    its matrix sums the seeds, as plots/confusion.png does."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["actual", "predicted"])
-    writer.writerows((classes[int(a)], classes[int(p)]) for a, p in zip(labels, predictions, strict=True))
+    writer.writerow(["seed", "actual", "predicted"])
+    for seed, predicted in predictions.items():
+        writer.writerows((seed, classes[int(a)], classes[int(p)]) for a, p in zip(labels, predicted, strict=True))
     return buffer.getvalue()

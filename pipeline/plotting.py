@@ -98,6 +98,15 @@ def plot_size(plt, metrics: dict) -> None:
     plt.close(figure)
 
 
+def ablation_csv(ablation: dict) -> str:
+    """The ablation as a data series for `dvc plots` (``plots/ablation.csv``): variant, mean and std over seeds."""
+    rows = ["variant,test_acc,test_acc_std"]
+    for variant in ablation["order"]:
+        acc = ablation["variants"][variant]["test_acc"]
+        rows.append(f"{variant},{acc['mean']:.6g},{acc['std']:.6g}")
+    return "\n".join(rows) + "\n"
+
+
 def plot_ablation(plt, ablation: dict, metrics: dict) -> None:
     """Test accuracy of each recipe variant of the from-scratch ViT, against the pretrained arm."""
     order = ablation["order"]

@@ -13,6 +13,8 @@ write that finds the database locked is retried with backoff instead of being dr
 from __future__ import annotations
 
 import contextlib
+import copy
+import logging
 import os
 import platform
 import subprocess
@@ -86,6 +88,8 @@ def _retry_when_locked(action):
 # What decides a run's results. Outputs are left out: `dvc repro` deletes a stage's git-tracked outputs
 # before running it, so including them would call every run dirty.
 SOURCES = ("pipeline", "params.yaml", "dvc.yaml")
+# What a logged model needs to load (given, so MLflow does not spend seconds inferring it from the environment).
+MODEL_REQUIREMENTS = [f"torch=={torch.__version__.split('+')[0]}"]
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}  # `mlflow ui` opens on the runs
 
 
@@ -157,13 +161,26 @@ def quiet_mlflow_logs() -> None:
 
 
 class Tracker:
-    """One MLflow run. Use as a context manager; every method is a no-op after a failure."""
+    """One MLflow run. Use as a context manager; every method is a no-op after a failure.
 
-    def __init__(self, experiment: str, run_name: str, tags: dict[str, str], params: dict[str, str]):
+    A stage opens one run (:func:`stage_tracker`) and, per seed or sweep point, a nested run under it
+    (:meth:`child`), so that `mlflow ui` lists one expandable row per stage invocation.
+    """
+
+    def __init__(
+        self, experiment: str, run_name: str, tags: dict[str, str], params: dict[str, str], parent_id: str | None = None
+    ):
         self.experiment, self.run_name, self.tags, self.params = experiment, run_name, tags, params
+        self.parent_id = parent_id
+        self.inputs: list[tuple[str, str, str, str]] = []  # (name, digest, source, context), logged at start
         self.client = None
         self.run_id = None
         self.started = time.time()
+
+    def child(self, run_name: str, params: dict[str, str] | None = None, **tags: str) -> Tracker:
+        """A run nested under this one (``mlflow.parentRunId``), with this run's tags and ``tags``; its params
+        are only what tells it apart from its siblings (seed, arm, size, variant)."""
+        return Tracker(self.experiment, run_name, {**self.tags, **tags}, params or {}, parent_id=self.run_id)
 
     def _fail(self, action: str, error: Exception) -> None:
         message = (
@@ -185,13 +202,16 @@ class Tracker:
                 quiet_mlflow_logs()
                 git = git_state()
                 tags = {**self.tags, **git, **provenance(), **context_tags(git["git_commit"])}
+                if self.parent_id is not None:
+                    tags["mlflow.parentRunId"] = self.parent_id
                 if os.environ.get("DVC_EXP_NAME"):
                     tags["dvc_experiment"] = os.environ["DVC_EXP_NAME"]
                 params = [Param(k, str(v)[:6000]) for k, v in self.params.items()]
                 with _store_lock(uri):
                     self.client = mlflow.MlflowClient(tracking_uri=uri)
                     experiment_id = _retry_when_locked(lambda: self._experiment_id(uri))
-                    _retry_when_locked(lambda: mark_dead_runs_killed(self.client, experiment_id))
+                    if self.parent_id is None:
+                        _retry_when_locked(lambda: mark_dead_runs_killed(self.client, experiment_id))
                     run = _retry_when_locked(lambda: self.client.create_run(experiment_id, run_name=self.run_name))
                     self.run_id = run.info.run_id
                     _retry_when_locked(
@@ -204,6 +224,8 @@ class Tracker:
                     )
         except Exception as error:  # any MLflow or store problem must not stop the stage
             self._fail("start", error)
+        for dataset in self.inputs:
+            self.log_input(*dataset)
         return self
 
     def _experiment_id(self, uri: str) -> str:
@@ -230,13 +252,54 @@ class Tracker:
         except Exception as error:
             self._fail("log_metrics", error)
 
-    def log_artifact(self, path: str | Path) -> None:
+    def log_artifact(self, path: str | Path, folder: str | None = None) -> None:
+        """A file or folder (a stage's plot, history, confusion data) stored with the run."""
         if self.client is None or not Path(path).exists():
             return
         try:
-            self.client.log_artifact(self.run_id, str(path))
+            if Path(path).is_dir():
+                self.client.log_artifacts(self.run_id, str(path), folder)
+            else:
+                self.client.log_artifact(self.run_id, str(path), folder)
         except Exception as error:
             self._fail("log_artifact", error)
+
+    def log_input(self, name: str, digest: str, source: str, context: str) -> None:
+        """The data a run read, as an MLflow dataset input (`mlflow ui`'s Datasets column): ``digest`` is
+        DVC's md5 of the folder, so two runs on the same data show the same digest."""
+        if self.client is None:
+            return
+        try:
+            from mlflow.entities import Dataset, DatasetInput, InputTag
+
+            dataset = Dataset(name=name, digest=digest[:36], source_type="local", source=source)
+            inputs = [DatasetInput(dataset, tags=[InputTag("mlflow.data.context", context)])]
+            _retry_when_locked(lambda: self.client.log_inputs(self.run_id, datasets=inputs))
+        except Exception as error:
+            self._fail("log_input", error)
+
+    def log_model(self, model, input_example, name: str = "model") -> None:
+        """``model`` as an MLflow PyTorch model with a signature inferred from ``input_example`` (a batch)."""
+        if self.client is None:
+            return
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                import mlflow
+
+                mlflow.set_tracking_uri(tracking_uri())
+                model = copy.deepcopy(model).cpu().eval()  # the caller's model stays where and as it was
+                example = input_example.cpu()
+                with torch.inference_mode():
+                    output = model(example).float().numpy()
+                signature = mlflow.models.infer_signature(example.numpy(), output)
+                logging.getLogger("mlflow.pytorch").setLevel(logging.ERROR)  # its pickle warning: see below
+                with mlflow.start_run(run_id=self.run_id):
+                    # pickle: our ViT loads back as itself in this project's environment (pt2 would trace it)
+                    mlflow.pytorch.log_model(model, name=name, signature=signature, serialization_format="pickle",
+                                             pip_requirements=MODEL_REQUIREMENTS)  # fmt: skip
+        except Exception as error:
+            self._fail("log_model", error)
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if self.client is None:
@@ -250,10 +313,36 @@ class Tracker:
             self._fail("finish", error)
 
 
-def stage_tracker(params, stage: str, seed: int | None = None, runtime=None, **tags: str) -> Tracker:
-    """A :class:`Tracker` for one stage (and seed) of the preset's MLflow experiment, with the
-    flattened params, the data hash (the prepared manifest's sha256) and the runtime
-    (device, precision actually used, CPU kind) as tags."""
+def stage_params(flat: dict[str, str], dvc_stage: str, dvc_yaml: Path = Path("dvc.yaml")) -> dict[str, str]:
+    """The params ``dvc_stage`` reads (its ``params:`` list in dvc.yaml), from all params flattened; all of
+    them when dvc.yaml or the stage is not there."""
+    import yaml
+
+    try:
+        keys = yaml.safe_load(dvc_yaml.read_text())["stages"][dvc_stage]["params"]
+    except (OSError, KeyError, TypeError, yaml.YAMLError):
+        return flat
+    return {k: v for k, v in flat.items() if any(k == key or k.startswith(f"{key}.") for key in keys)}
+
+
+def data_digest(folder: str = "data/prepared", lock: Path = Path("dvc.lock")) -> str:
+    """DVC's md5 of ``folder`` as dvc.lock records it (the prepare stage's output), or "unknown"."""
+    import yaml
+
+    try:
+        stages = yaml.safe_load(lock.read_text())["stages"]
+        return next(out["md5"] for stage in stages.values() for out in stage.get("outs", []) if out["path"] == folder)
+    except (OSError, KeyError, TypeError, StopIteration, yaml.YAMLError):
+        return "unknown"
+
+
+def stage_tracker(
+    params, stage: str, seed: int | None = None, runtime=None, dvc_stage: str | None = None, **tags: str
+) -> Tracker:
+    """The :class:`Tracker` of one stage invocation in the preset's MLflow experiment: the params the stage
+    reads (dvc.yaml's list for ``dvc_stage``, default ``stage``), the data hash (the prepared manifest's
+    sha256) and the runtime (device, precision actually used, CPU kind) as tags. Per-seed runs are its
+    :meth:`Tracker.child` runs."""
     from pipeline import paths
     from pipeline.config import flatten
     from pipeline.files import file_sha256
@@ -265,4 +354,9 @@ def stage_tracker(params, stage: str, seed: int | None = None, runtime=None, **t
     if seed is not None:
         all_tags["seed"] = str(seed)
     run_name = stage if seed is None else f"{stage}-seed{seed}"
-    return Tracker(f"vit-{params.preset}", run_name, all_tags, flatten(params))
+    tracker = Tracker(f"vit-{params.preset}", run_name, all_tags, stage_params(flatten(params), dvc_stage or stage))
+    if manifest.is_file():
+        digest = data_digest(str(paths.PREPARED))
+        digest = all_tags["data_sha256"] if digest == "unknown" else digest
+        tracker.inputs.append((f"{params.preset} prepared images", digest, str(paths.PREPARED), "training"))
+    return tracker

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from torch import nn
 
@@ -58,6 +60,14 @@ def load_head(seed: int, hidden_dim: int, num_classes: int) -> nn.Linear:
             f"({type(error).__name__}: {str(error).splitlines()[0][:200]}); rerun `dvc repro`"
         ) from None
     return head
+
+
+def with_head(backbone: ViT, head: nn.Linear) -> ViT:
+    """A copy of the frozen backbone carrying ``head``: the linear arm as one model, in eval mode."""
+    model = copy.deepcopy(backbone)
+    model.reset_head(head.out_features)
+    model.heads.head.load_state_dict(head.state_dict())
+    return model.to(next(backbone.parameters()).device).eval()
 
 
 def load_linear(backbone_model: str, num_classes: int, seed: int, runtime: Runtime) -> ViT:

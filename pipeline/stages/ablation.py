@@ -44,21 +44,19 @@ def run_ablation(params: Params) -> dict:
     curve = Curve(params.preset, params.model_name, params.backbone_model_name, params.data_hunger,
                   params.evaluate.batch_size, runtime)  # fmt: skip
     variants = {}
-    for variant in params.ablation.variants:
-        runs = []
-        for seed in params.seeds:
-            started = time.perf_counter()
-            with stage_tracker(
-                params, f"ablation-{variant}", seed=seed, runtime=runtime, arm="scratch", variant=variant
-            ) as tracker:
-                run = run_variant(variant, curve, params.scratch_recipe, train_set, test_set, seed)
-                tracker.log_metrics({**run, "final_test_acc": run["test_acc"]}, step=params.data_hunger.steps)
-            runs.append(run)
-            print(
-                f"ablation {variant}, seed {seed}: test_acc {run['test_acc']:.4f}, collapse {run['collapse']:.2f}, "
-                f"{params.data_hunger.steps} steps in {time.perf_counter() - started:.1f} s"
-            )
-        variants[variant] = {key: spread([run[key] for run in runs]) for key in runs[0]}
+    with stage_tracker(params, "ablation", runtime=runtime, arm="scratch") as stage:
+        for variant in params.ablation.variants:
+            runs = []
+            for seed in params.seeds:
+                started = time.perf_counter()
+                name, differs = f"ablation-{variant}-seed{seed}", {"variant": variant, "seed": str(seed)}
+                with stage.child(name, differs, **differs) as tracker:
+                    run = run_variant(variant, curve, params.scratch_recipe, train_set, test_set, seed)
+                    tracker.log_metrics({**run, "final_test_acc": run["test_acc"]}, step=params.data_hunger.steps)
+                runs.append(run)
+                print(f"ablation {variant}, seed {seed}: test_acc {run['test_acc']:.4f}, collapse "
+                      f"{run['collapse']:.2f}, {time.perf_counter() - started:.1f} s")  # fmt: skip
+            variants[variant] = {key: spread([run[key] for run in runs]) for key in runs[0]}
     return {
         "preset": params.preset,
         "variants": variants,

@@ -17,8 +17,10 @@ from pipeline.config import load_params
 from pipeline.data import load_split
 from pipeline.errors import stage_main
 from pipeline.files import write_json
+from pipeline.metrics import numeric_leaves
 from pipeline.plotting import plot_attention, plot_position_similarity
 from pipeline.runtime import resolve_runtime
+from pipeline.tracking import stage_tracker
 
 
 @stage_main
@@ -46,6 +48,10 @@ def main() -> None:
         params.backbone_model_name, params.seeds, image_sets["linear"], runtime, params.evaluate.batch_size
     )
     write_json(paths.METRICS / "resolution.json", resolution)
+    with stage_tracker(params, "analysis", runtime=runtime) as tracker:
+        tracker.log_metrics(numeric_leaves({"resolution": resolution}))
+        for name in ("attention.png", "position_similarity.png"):
+            tracker.log_artifact(paths.PLOTS / name)
     for key in ("train_size", "other_size"):
         acc = resolution[key]["test_acc"]
         print(

@@ -11,11 +11,12 @@ from __future__ import annotations
 from pipeline import paths
 from pipeline.arms import ARMS
 from pipeline.config import load_params
-from pipeline.curve import aggregate, baselines, read_points, sweep_sizes, sweep_train_set
+from pipeline.curve import aggregate, baselines, curve_csv, read_points, sweep_sizes, sweep_train_set
 from pipeline.data import load_split
 from pipeline.errors import UserError, stage_main
-from pipeline.files import write_json
+from pipeline.files import write_json, write_text
 from pipeline.plotting import plot_data_hunger
+from pipeline.tracking import stage_tracker
 
 
 @stage_main
@@ -34,6 +35,13 @@ def main() -> None:
     title = (f"{params.preset}: test accuracy vs training-set size "
              f"({metrics['steps']} steps of {metrics['batch_size']} per run, {seeds} seeds)")  # fmt: skip
     plot_data_hunger(metrics, ARMS, title)
+    write_text(paths.PLOTS / "data_hunger.csv", curve_csv(metrics, ARMS))
+    with stage_tracker(params, "data_hunger") as tracker:  # each arm's curve: test accuracy at step = images/class
+        for arm in ARMS:
+            for n, value in metrics[arm].items():
+                tracker.log_metrics({f"curve.{arm}": value["mean"], f"curve.{arm}.std": value["std"]}, step=int(n))
+        tracker.log_artifact(paths.METRICS / "data_hunger.json")
+        tracker.log_artifact(paths.PLOTS / "data_hunger.png")
     for arm in ARMS:
         row = ", ".join(f"{n}: {v['mean']:.3f}" for n, v in metrics[arm].items())
         print(f"data_hunger {arm}: {row}")

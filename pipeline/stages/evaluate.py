@@ -1,7 +1,7 @@
 """Stage evaluate: per-image test metrics of both arms over seeds, with baselines, sizes and counts.
 
 Writes ``metrics/evaluate.json`` (the contract users diff across commits; keep its names stable)
-and, for `dvc plots`, each arm's first-seed predictions as ``plots/confusion/<arm>.csv``.
+and, for `dvc plots`, each arm's predictions of every seed as ``plots/confusion/<arm>.csv``.
 """
 
 from __future__ import annotations
@@ -14,13 +14,9 @@ from pipeline.data import load_split
 from pipeline.engine import count_parameters
 from pipeline.errors import stage_main
 from pipeline.files import write_json, write_text
-from pipeline.metrics import (
-    baselines,
-    confusion,
-    predictions_csv,
-    summarise,
-)
+from pipeline.metrics import baselines, confusion, numeric_leaves, predictions_csv, summarise
 from pipeline.runtime import resolve_runtime
+from pipeline.tracking import stage_tracker
 
 
 @stage_main
@@ -31,7 +27,6 @@ def main() -> None:
     test_set = load_split(paths.prepared_split("scratch", "test"))
     pretrained_test = load_split(paths.prepared_split("pretrained", "test"))
     classes, labels = test_set.classes, test_set.labels
-    first = params.seeds[0]
 
     metrics = {"preset": params.preset, "n_train": len(train_set), "n_test": len(test_set), "classes": classes}
     matrices = {}
@@ -45,11 +40,16 @@ def main() -> None:
     ):
         metrics[arm] = summarise(results, labels, classes, model, trainable)
         matrices[arm] = {str(seed): confusion(labels, r.predictions, len(classes)) for seed, r in results.items()}
-        write_text(paths.CONFUSION / f"{arm}.csv", predictions_csv(labels, results[first].predictions, classes))
+        predictions = {seed: result.predictions for seed, result in results.items()}
+        write_text(paths.CONFUSION / f"{arm}.csv", predictions_csv(labels, predictions, classes))
     metrics["baselines"] = baselines(train_set.images, train_set.labels, test_set.images, labels, len(classes))
     metrics["runtime"] = runtime.describe()
     write_json(paths.METRICS / "evaluate.json", metrics)
     write_json(paths.CONFUSION / "matrices.json", {"classes": classes, "matrices": matrices})
+    with stage_tracker(params, "evaluate", runtime=runtime) as tracker:  # the headline numbers, in MLflow too
+        tracker.log_metrics(numeric_leaves(metrics))
+        tracker.log_artifact(paths.METRICS / "evaluate.json")
+        tracker.log_artifact(paths.CONFUSION, "confusion")
     for arm in paths.HEADLINE_VIEWS:
         acc = metrics[arm]["test_acc"]
         print(f"evaluate: {arm} test accuracy {acc['mean']:.4f} ± {acc['std']:.4f} over seeds {params.seeds}")

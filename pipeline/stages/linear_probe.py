@@ -11,7 +11,7 @@ from __future__ import annotations
 from torch import nn
 
 from pipeline import paths
-from pipeline.arms.linear import head_state
+from pipeline.arms.linear import head_state, with_head
 from pipeline.config import load_params
 from pipeline.data import batch_preparer, load_split
 from pipeline.engine import Recipe, epoch_steps, extract_features, train
@@ -38,13 +38,13 @@ def main() -> None:
     recipe = Recipe.of(cfg, cfg.batch_size, cfg.epochs * steps_per_epoch)
     backbone_hash = file_sha256(paths.BACKBONE)
     histories = {}
-    with atomic_dir(paths.LINEAR_PROBES) as folder:  # every seed's head, or the previous folder untouched
+    example = batch_preparer(test_set, False)(test_set.images[:2], False, None)  # the logged models' signature
+    stage = stage_tracker(params, "linear_probe", runtime=runtime, arm="linear", backbone_sha256=backbone_hash)
+    with stage, atomic_dir(paths.LINEAR_PROBES) as folder:  # every seed's head, or the previous folder untouched
         for seed in params.seeds:
             generator = seed_everything(seed)
             head = nn.Linear(backbone.config.hidden_dim, len(train_set.classes)).to(runtime.device)
-            with stage_tracker(
-                params, "linear_probe", seed=seed, runtime=runtime, arm="linear", backbone_sha256=backbone_hash
-            ) as tracker:
+            with stage.child(f"linear_probe-seed{seed}", {"seed": str(seed)}, seed=str(seed)) as tracker:
 
                 def report(record: dict, seed: int = seed, tracker=tracker) -> None:
                     tracker.log_metrics(
@@ -59,9 +59,11 @@ def main() -> None:
                 )  # fmt: skip
                 last = histories[seed][-1]
                 tracker.log_metrics({"final_test_acc": last["test_acc"], "final_test_loss": last["test_loss"]})
+                tracker.log_model(with_head(backbone, head), example)  # the whole arm: backbone + this head
             save_tensors(folder / paths.linear_probe(seed).name, head_state(head))
-    write_text(paths.HISTORY / "linear.csv", history_csv(mean_over_seeds(histories)))
-    write_text(paths.HISTORY / "linear_seeds.csv", history_csv(with_seed(histories), ["seed", *FIELDS]))
+        write_text(paths.HISTORY / "linear.csv", history_csv(mean_over_seeds(histories)))
+        write_text(paths.HISTORY / "linear_seeds.csv", history_csv(with_seed(histories), ["seed", *FIELDS]))
+        stage.log_artifact(paths.HISTORY / "linear_seeds.csv", "history")
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@ import json
 
 from pipeline import paths
 from pipeline.errors import UserError, stage_main
+from pipeline.files import write_text
 from pipeline.history import read_history
-from pipeline.plotting import plot_ablation, plot_comparison, plot_confusion, plot_curves, plot_size
+from pipeline.plotting import ablation_csv, plot_ablation, plot_comparison, plot_confusion, plot_curves, plot_size
 
 
 def read_input(path) -> str:
@@ -34,6 +35,7 @@ def main() -> None:
     plot_comparison(plt, metrics)
     plot_size(plt, metrics)
     plot_ablation(plt, ablation, metrics)
+    write_text(paths.PLOTS / "ablation.csv", ablation_csv(ablation))
     print(
         f"plot: wrote curves.png, confusion.png, comparison.png, size_vs_accuracy.png, ablation.png to {paths.PLOTS}/"
     )

@@ -23,6 +23,9 @@ from pipeline.metrics import spread
 from pipeline.runtime import resolve_runtime
 from pipeline.tracking import stage_tracker
 
+# dvc.yaml's stage of each arm's items: its params list is what an item's MLflow run logs
+DVC_STAGES = dict(scratch="sweep_scratch", cnn="sweep_cnn", linear="sweep_pretrained", finetune="sweep_pretrained")
+
 
 def run_point(params: Params, arm: str, point: int) -> dict:
     """Every seed of one arm at one size; returns the point's summary (written as JSON by ``main``)."""
@@ -32,24 +35,22 @@ def run_point(params: Params, arm: str, point: int) -> dict:
                   params.evaluate.batch_size, runtime)  # fmt: skip
     data = module.point_data(curve, point)
     n, cfg = data["n"], params.data_hunger
-    accuracies, losses, train_losses = [], [], []
-    for seed in params.seeds:
-        started = time.perf_counter()
-        with stage_tracker(
-            params, f"sweep-{arm}-{n}", seed=seed, runtime=runtime, arm=arm, n_train_per_class=str(n), point=str(point)
-        ) as tracker:
-            last, accuracy, loss, trained_parameters = module.run_seed(curve, data, seed)
-            tracker.log_metrics(
-                {"train_loss": last["train_loss"], "train_acc": last["train_acc"], "test_acc": accuracy,
-                 "test_loss": loss, "final_test_acc": accuracy, "final_test_loss": loss}, step=cfg.steps,
-            )  # fmt: skip
-        accuracies.append(accuracy)
-        losses.append(loss)
-        train_losses.append(last["train_loss"])
-        print(
-            f"sweep {arm} n={n}/class seed {seed}: test_acc {accuracy:.4f}, {cfg.steps} steps in "
-            f"{time.perf_counter() - started:.1f} s"
-        )
+    runs = []  # (last training record, test accuracy, test loss) per seed
+    with stage_tracker(params, f"sweep-{arm}-{n}", runtime=runtime, dvc_stage=DVC_STAGES[arm], arm=arm,
+                       n_train_per_class=str(n), point=str(point)) as stage:  # fmt: skip
+        for seed in params.seeds:
+            started = time.perf_counter()
+            with stage.child(f"sweep-{arm}-{n}-seed{seed}", {"seed": str(seed)}, seed=str(seed)) as tracker:
+                last, accuracy, loss, trained_parameters = module.run_seed(curve, data, seed)
+                tracker.log_metrics(
+                    {"train_loss": last["train_loss"], "train_acc": last["train_acc"], "test_acc": accuracy,
+                     "test_loss": loss, "final_test_acc": accuracy, "final_test_loss": loss}, step=cfg.steps,
+                )  # fmt: skip
+            runs.append((last, accuracy, loss))
+            print(f"sweep {arm} n={n}/class seed {seed}: test_acc {accuracy:.4f}, {cfg.steps} steps in "
+                  f"{time.perf_counter() - started:.1f} s")  # fmt: skip
+        accuracies = [accuracy for _, accuracy, _ in runs]
+        stage.log_metrics({"test_acc_mean": sum(accuracies) / len(accuracies)}, step=n)
     return {
         "arm": arm,
         "point": point,
@@ -60,8 +61,8 @@ def run_point(params: Params, arm: str, point: int) -> dict:
         "batch_size": cfg.batch_size,
         "trained_parameters": trained_parameters,
         "test_acc": spread(accuracies),
-        "test_loss": spread(losses),
-        "train_loss": spread(train_losses),
+        "test_loss": spread([loss for _, _, loss in runs]),
+        "train_loss": spread([last["train_loss"] for last, _, _ in runs]),
         "runtime": runtime.describe(),
     }
 

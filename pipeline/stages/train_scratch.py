@@ -16,13 +16,13 @@ from pipeline.files import atomic_dir, save_tensors, write_text
 from pipeline.history import FIELDS, history_csv, mean_over_seeds, with_seed
 from pipeline.model import ViT, vit_config
 from pipeline.runtime import Runtime, resolve_runtime, seed_everything
-from pipeline.tracking import stage_tracker
+from pipeline.tracking import Tracker, stage_tracker
 
 
 def train_one_seed(
-    params: Params, seed: int, train_set: ImageSet, test_set: ImageSet, runtime: Runtime
-) -> tuple[dict, list[dict]]:
-    """Trains one from-scratch model; returns its state dict and per-epoch history."""
+    params: Params, seed: int, train_set: ImageSet, test_set: ImageSet, runtime: Runtime, tracker: Tracker
+) -> tuple[ViT, list[dict]]:
+    """Trains one from-scratch model; returns it and its per-epoch history."""
     cfg = params.scratch_recipe
     steps_per_epoch = epoch_steps(1, len(train_set), cfg.batch_size)
     recipe = Recipe.of(cfg, cfg.batch_size, cfg.epochs * steps_per_epoch)
@@ -31,21 +31,20 @@ def train_one_seed(
         params.model_name, num_classes=len(train_set.classes), dropout=cfg.dropout, dropout_after_attention=False
     )
     model = ViT(config).to(runtime.device)
-    with stage_tracker(params, "train_scratch", seed=seed, runtime=runtime, arm="scratch") as tracker:
 
-        def report(record: dict) -> None:
-            tracker.log_metrics({k: v for k, v in record.items() if k not in ("epoch", "step")}, step=record["epoch"])
-            print(f"scratch seed {seed} epoch {record['epoch']}: test_acc {record['test_acc']:.4f}")
+    def report(record: dict) -> None:
+        tracker.log_metrics({k: v for k, v in record.items() if k not in ("epoch", "step")}, step=record["epoch"])
+        print(f"scratch seed {seed} epoch {record['epoch']}: test_acc {record['test_acc']:.4f}")
 
-        history = train(
-            model, train_set.images, train_set.labels, recipe, runtime, generator,
-            prepare=batch_preparer(train_set, cfg.augment), record_every=steps_per_epoch,
-            evaluations={"test": (test_set.images, test_set.labels)}, on_record=report,
-            eval_batch_size=params.evaluate.batch_size,
-            description=f"scratch seed {seed}",
-        )  # fmt: skip
-        tracker.log_metrics({"final_test_acc": history[-1]["test_acc"], "final_test_loss": history[-1]["test_loss"]})
-    return {k: v.cpu() for k, v in model.state_dict().items()}, history
+    history = train(
+        model, train_set.images, train_set.labels, recipe, runtime, generator,
+        prepare=batch_preparer(train_set, cfg.augment), record_every=steps_per_epoch,
+        evaluations={"test": (test_set.images, test_set.labels)}, on_record=report,
+        eval_batch_size=params.evaluate.batch_size,
+        description=f"scratch seed {seed}",
+    )  # fmt: skip
+    tracker.log_metrics({"final_test_acc": history[-1]["test_acc"], "final_test_loss": history[-1]["test_loss"]})
+    return model, history
 
 
 @stage_main
@@ -55,12 +54,19 @@ def main() -> None:
     test_set = load_split(paths.prepared_split("scratch", "test"))
     runtime = resolve_runtime(params.runtime)
     histories = {}
-    with atomic_dir(paths.SCRATCH_MODELS) as folder:  # every seed's model, or the previous folder untouched
-        for seed in params.seeds:
-            state, histories[seed] = train_one_seed(params, seed, train_set, test_set, runtime)
-            save_tensors(folder / paths.scratch_model(seed).name, state)
-    write_text(paths.HISTORY / "scratch.csv", history_csv(mean_over_seeds(histories)))
-    write_text(paths.HISTORY / "scratch_seeds.csv", history_csv(with_seed(histories), ["seed", *FIELDS]))
+    example = batch_preparer(test_set, False)(test_set.images[:2], False, None)  # the logged models' signature
+    with stage_tracker(params, "train_scratch", runtime=runtime, arm="scratch") as stage:
+        with atomic_dir(paths.SCRATCH_MODELS) as folder:  # every seed's model, or the previous folder untouched
+            for seed in params.seeds:
+                with stage.child(f"train_scratch-seed{seed}", {"seed": str(seed)}, seed=str(seed)) as tracker:
+                    model, histories[seed] = train_one_seed(params, seed, train_set, test_set, runtime, tracker)
+                    tracker.log_model(model, example)
+                save_tensors(
+                    folder / paths.scratch_model(seed).name, {k: v.cpu() for k, v in model.state_dict().items()}
+                )
+        write_text(paths.HISTORY / "scratch.csv", history_csv(mean_over_seeds(histories)))
+        write_text(paths.HISTORY / "scratch_seeds.csv", history_csv(with_seed(histories), ["seed", *FIELDS]))
+        stage.log_artifact(paths.HISTORY / "scratch_seeds.csv", "history")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 from collections import Counter
@@ -111,13 +110,23 @@ def tiny_project(tmp_path, monkeypatch):
     paths.BACKBONE.parent.mkdir(parents=True)
     torch.save(ViT(vit_config("tiny", num_classes=10)).state_dict(), paths.BACKBONE)
 
-    @contextlib.contextmanager
-    def no_tracking(*args, **kwargs):
-        class Tracker:
-            def log_metrics(self, *args, **kwargs) -> None:
-                pass
+    class NoTracking:  # a Tracker that records nothing (MLflow's own set-up costs seconds per run)
+        def __init__(self, *args, **kwargs) -> None:
+            pass
 
-        yield Tracker()
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc) -> None:
+            pass
+
+        def child(self, *args, **kwargs):
+            return self
+
+        def log_metrics(self, *args, **kwargs) -> None:
+            pass
+
+    no_tracking = NoTracking
 
     monkeypatch.setattr(sweep, "stage_tracker", no_tracking)  # MLflow is covered by tests/test_e2e.py
     monkeypatch.setattr(ablation, "stage_tracker", no_tracking)

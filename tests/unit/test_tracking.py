@@ -137,3 +137,73 @@ def test_git_dirty_looks_at_sources_and_params_only(tmp_path, monkeypatch):
     assert git_state()["git_dirty"] == "false"
     (tmp_path / "params.yaml").write_text("seeds: [1]\n")
     assert git_state()["git_dirty"] == "true"
+
+
+def test_a_stage_run_holds_one_child_per_seed_with_its_own_params_a_model_and_the_data(tmp_path, monkeypatch):
+    import mlflow
+    import torch
+    import yaml
+    from helpers import ROOT, tiny_vit
+
+    from pipeline.tracking import stage_tracker
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("DVC_ROOT", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dvc.yaml").write_text((ROOT / "dvc.yaml").read_text())
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump({"stages": {"prepare": {"outs": [
+        {"path": "data/prepared", "md5": "0123456789abcdef0123456789abcdef.dir"}]}}}))  # fmt: skip
+    (tmp_path / "data/prepared").mkdir(parents=True)
+    (tmp_path / "data/prepared/manifest.csv").write_text("split,path\n")
+    (tmp_path / "history.csv").write_text("epoch,test_acc\n1,0.5\n")
+    params = parse_params(raw_params())
+    model = tiny_vit()
+    with stage_tracker(params, "train_scratch", arm="scratch") as stage:
+        for seed in (0, 1):
+            with stage.child(f"train_scratch-seed{seed}", {"seed": str(seed)}, seed=str(seed)) as tracker:
+                tracker.log_metrics({"test_acc": 0.5 + seed / 10}, step=1)
+                if seed == 0:
+                    tracker.log_model(model, torch.randn(2, 3, 32, 32))
+        stage.log_artifact(tmp_path / "history.csv", "history")
+    client = mlflow.MlflowClient(uri)
+    experiment = client.get_experiment_by_name(f"vit-{params.preset}")
+    runs = {run.info.run_name: run for run in client.search_runs([experiment.experiment_id])}
+    parent = runs["train_scratch"]
+    assert set(runs) == {"train_scratch", "train_scratch-seed0", "train_scratch-seed1"}
+    for seed in (0, 1):
+        child = runs[f"train_scratch-seed{seed}"]
+        assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        assert child.data.params == {"seed": str(seed)} and child.data.tags["arm"] == "scratch"
+    # the parent logs the params dvc.yaml lists for the stage, and only those
+    assert "train_scratch.offline.lr" in parent.data.params and "backbone.lr" not in parent.data.params
+    assert "data_hunger.steps" not in parent.data.params
+    (dataset,) = parent.inputs.dataset_inputs
+    assert dataset.dataset.digest == "0123456789abcdef0123456789abcdef.dir"[:36]
+    assert [a.path for a in client.list_artifacts(parent.info.run_id, "history")] == ["history/history.csv"]
+    loaded = mlflow.pytorch.load_model(f"runs:/{runs['train_scratch-seed0'].info.run_id}/model")
+    example = torch.randn(2, 3, 32, 32)
+    assert torch.equal(loaded(example), model.eval()(example))
+    signature = mlflow.models.get_model_info(f"runs:/{runs['train_scratch-seed0'].info.run_id}/model").signature
+    assert signature.inputs.to_dict()[0]["tensor-spec"]["shape"] in ([-1, 3, 32, 32], (-1, 3, 32, 32))
+
+
+def test_stage_params_are_the_stage_s_dvc_yaml_list_or_all_without_one(tmp_path):
+    from pipeline.tracking import stage_params
+
+    flat = {
+        "preset": "offline",
+        "seeds": "[0]",
+        "backbone.lr": "0.1",
+        "backbone.epochs": "4",
+        "evaluate.batch_size": "8",
+    }
+    dvc_yaml = tmp_path / "dvc.yaml"
+    dvc_yaml.write_text("stages:\n  backbone:\n    params: [preset, backbone]\n")
+    assert stage_params(flat, "backbone", dvc_yaml) == {
+        "preset": "offline",
+        "backbone.lr": "0.1",
+        "backbone.epochs": "4",
+    }
+    assert stage_params(flat, "no_such_stage", dvc_yaml) == flat
+    assert stage_params(flat, "backbone", tmp_path / "missing.yaml") == flat
