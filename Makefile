@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 BIN := $(abspath $(VENV))/bin
 FASHION_MNIST := /usr/share/datasets/fashion-mnist
 
-.PHONY: install data repro paper paper-20 results compare test lint format bench clean
+.PHONY: install data repro paper paper-20 results compare plots ui predict test lint format bench clean
 
 install: $(VENV)/.installed
 
@@ -44,6 +44,19 @@ results: install
 # Every MLflow run of the preset's experiment, and test accuracy per commit and DVC experiment (reports/compare.md).
 compare: install
 	$(PY) -m pipeline.tools.compare
+
+# dvc plots show (or, with REVS="HEAD~1 my-exp", dvc plots diff) through the offline template: dvc_plots/index.html
+# works without internet (vega, vega-lite and vega-embed are inlined; see pipeline/tools/plots.py).
+plots: install
+	PATH="$(BIN):$$PATH" $(PY) -m pipeline.tools.plots $(REVS)
+
+# MLflow's UI on this project's store: open http://127.0.0.1:5000, then the experiment vit-offline (or vit-paper).
+ui: install
+	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlflow.db
+
+# Class probabilities for your own images: make predict IMG="photo.jpg other.png" [ARGS="--model scratch --invert"]
+predict: install
+	$(PY) -m pipeline.tools.predict $(IMG) $(ARGS)
 
 lint: install
 	$(BIN)/ruff check .

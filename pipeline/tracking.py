@@ -173,6 +173,7 @@ class Tracker:
         self.experiment, self.run_name, self.tags, self.params = experiment, run_name, tags, params
         self.parent_id = parent_id
         self.inputs: list[tuple[str, str, str, str]] = []  # (name, digest, source, context), logged at start
+        self.failed = False  # after one warning, no more attempts (nor in child runs)
         self.client = None
         self.run_id = None
         self.started = time.time()
@@ -180,7 +181,9 @@ class Tracker:
     def child(self, run_name: str, params: dict[str, str] | None = None, **tags: str) -> Tracker:
         """A run nested under this one (``mlflow.parentRunId``), with this run's tags and ``tags``; its params
         are only what tells it apart from its siblings (seed, arm, size, variant)."""
-        return Tracker(self.experiment, run_name, {**self.tags, **tags}, params or {}, parent_id=self.run_id)
+        child = Tracker(self.experiment, run_name, {**self.tags, **tags}, params or {}, parent_id=self.run_id)
+        child.failed = self.failed
+        return child
 
     def _fail(self, action: str, error: Exception) -> None:
         message = (
@@ -190,8 +193,11 @@ class Tracker:
             f"warning: {message}; continuing without tracking (metrics/*.json still record this run)", file=sys.stderr
         )
         self.client = None
+        self.failed = True
 
     def __enter__(self) -> Tracker:
+        if self.failed:
+            return self
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")

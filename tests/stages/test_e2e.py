@@ -11,7 +11,9 @@ import functools
 import hashlib
 import io
 import json
+import shutil
 import subprocess
+import sys
 import threading
 import zipfile
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -115,11 +117,18 @@ def paper_repo(tmp_path_factory, server):
         train_scratch={"paper": {"epochs": 2, "batch_size": 8}},
         linear_probe={"paper": {"epochs": 2, "batch_size": 8}},
         # 6 training images per class: 3 and 6 per class
-        data_hunger={"points": [0, 1], "paper_fractions": [0.5, 1.0], "steps": 2, "batch_size": 4},
+        data_hunger={
+            "points": [0, 1],
+            "paper_fractions": [0.5, 1.0],
+            "offline_sizes": [10, 25],
+            "steps": 2,
+            "batch_size": 4,
+        },
     )
     env = clean_env()
     run(["git", "init", "-q"], repo, env)
     run(["dvc", "init", "-q"], repo, env)
+    shutil.copytree(REPO / ".dvc" / "plots", repo / ".dvc" / "plots")  # dvc.yaml's plot templates
     run(["dvc", "config", "core.analytics", "false"], repo, env)
     run(["git", "add", "-A"], repo, env)
     run(["git", "commit", "-qm", "project"], repo, env)
@@ -234,3 +243,18 @@ def test_push_then_fresh_clone_pulls_identical_results(paper_repo, tmp_path):
     assert (clone / "metrics/evaluate.json").read_bytes() == (repo / "metrics/evaluate.json").read_bytes()
     for path in ("models/backbone.pt", "models/scratch/seed_0.pt", "data/prepared/manifest.csv"):
         assert (clone / path).read_bytes() == (repo / path).read_bytes()
+
+
+def test_plots_render_offline_and_overlay_two_revisions(paper_repo):
+    """`python -m pipeline.tools.plots` writes a page that needs no network, with every data series."""
+    repo, env, _ = paper_repo
+    run([sys.executable, "-m", "pipeline.tools.plots"], repo, env)
+    page = (repo / "dvc_plots" / "index.html").read_text()
+    assert "cdn.jsdelivr" not in page and "vega-embed 6.29.0" in page
+    for title in ("Data hunger", "Recipe ablation", "Backbone pretraining", "confusion summed over seeds"):
+        assert title in page
+    assert '"scale": {"type": "log"}' in page or '"type": "log"' in page  # images per class on a log axis
+    curve = (repo / "plots" / "data_hunger.csv").read_text().splitlines()
+    assert curve[0] == "arm,n_train_per_class,test_acc,test_acc_std" and len(curve) == 1 + 4 * 2 + 2
+    run([sys.executable, "-m", "pipeline.tools.plots", "HEAD"], repo, env)  # dvc plots diff HEAD (workspace)
+    assert "Data hunger" in (repo / "dvc_plots" / "index.html").read_text()

@@ -27,9 +27,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import OpensMarker, png_claiming
+import yaml
+from helpers import OpensMarker, png_claiming, raw_params
 from loopback import ScriptedServer, running_server
-from project_copy import clean_env, copy_project, set_params
+from project_copy import clean_env, copy_project, merged, set_params
 
 from pipeline import fashion_mnist, fetch, files
 from pipeline.config import ConfigError, load_params
@@ -544,12 +545,12 @@ def test_unknown_preset_and_scheme_are_rejected_in_process(tmp_path):
         ("seeds: []\n", ["seeds", "at least one"]),
         ("paper:\n  max_extract_mb: 0\n", ["paper.max_extract_mb", "positive"]),
     ):
-        path.write_text(text)
+        path.write_text(yaml.safe_dump(merged(raw_params(), yaml.safe_load(text))))
         with pytest.raises(ConfigError) as caught:
             load_params(path)
         for fragment in fragments:
             assert fragment in str(caught.value)
-    path.write_text("paper:\n  url: file:///data/a.zip\n")
+    path.write_text(yaml.safe_dump(merged(raw_params(), {"paper": {"url": "file:///data/a.zip"}})))
     assert load_params(path).paper.url == "file:///data/a.zip"
 
 
@@ -869,10 +870,13 @@ def test_two_queued_experiments_in_parallel_are_both_recorded_in_mlflow(tmp_path
     client = mlflow.MlflowClient(f"sqlite:///{repo / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("vit-paper")
     runs = client.search_runs([experiment.experiment_id])
-    assert sorted(r.data.params["train_scratch.paper.lr"] for r in runs) == ["0.001", "0.002"]
+    stages = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]  # one per job, its seeds nested in it
+    assert sorted(r.data.params["train_scratch.paper.lr"] for r in stages) == ["0.001", "0.002"]
     assert {r.info.status for r in runs} == {"FINISHED"}
     assert {r.data.tags.get("dvc_experiment") for r in runs} == {"lr-0.001", "lr-0.002"}
-    assert all(len(client.get_metric_history(r.info.run_id, "test_acc")) == 1 for r in runs)
+    seeds = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert {r.data.tags["mlflow.parentRunId"] for r in seeds} == {r.info.run_id for r in stages}
+    assert all(len(client.get_metric_history(r.info.run_id, "test_acc")) == 1 for r in seeds)
 
 
 def test_unreadable_image_found_halfway_leaves_the_previous_prepared_data_whole(bare, tmp_path):
