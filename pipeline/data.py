@@ -41,10 +41,7 @@ class ImageSet:
         return len(self.labels)
 
     def normalise(self, images: torch.Tensor) -> torch.Tensor:
-        """uint8 (B, C, H, W) -> float32, scaled to [0, 1], then standardised per channel."""
-        mean = torch.tensor(self.mean, device=images.device).view(1, -1, 1, 1)
-        std = torch.tensor(self.std, device=images.device).view(1, -1, 1, 1)
-        return (images.float() / 255 - mean) / std
+        return normalise(images, self.mean, self.std)
 
     def save(self, path: str | Path) -> None:
         save_tensors(
@@ -62,6 +59,13 @@ class ImageSet:
     def load(cls, path: str | Path) -> ImageSet:
         data = load_tensors(path)
         return cls(data["images"], data["labels"], list(data["classes"]), tuple(data["mean"]), tuple(data["std"]))
+
+
+def normalise(images: torch.Tensor, mean, std) -> torch.Tensor:
+    """uint8 (B, C, H, W) -> float32, scaled to [0, 1], then standardised per channel."""
+    mean = torch.tensor(mean, device=images.device).view(1, -1, 1, 1)
+    std = torch.tensor(std, device=images.device).view(1, -1, 1, 1)
+    return (images.float() / 255 - mean) / std
 
 
 def augment(images: torch.Tensor, generator: torch.Generator, pad: int = 2) -> torch.Tensor:
@@ -118,11 +122,15 @@ def manifest_rows(split: str, images: torch.Tensor, labels: torch.Tensor, classe
 
 
 def list_image_folder(root: Path) -> tuple[list[str], dict[str, list[tuple[Path, int]]]]:
-    """Classes and (file, label) pairs of an ImageFolder tree ``root/{train,test}/<class>/<image>``.
+    """Classes and (file, label) pairs of an ImageFolder tree ``root/{train,test}/<class>/<image>``, as
+    torchvision's ``ImageFolder`` finds them (``find_classes``, ``make_dataset`` with our image suffixes).
 
     Raises:
         UserError: a split is missing, a class folder is empty, or the two splits' classes differ.
     """
+    # Imported here: torchvision.datasets takes a second to import, which stages without image folders skip.
+    from torchvision.datasets.folder import find_classes, make_dataset
+
     splits = {}
     for split in ("train", "test"):
         folder = root / split
@@ -130,7 +138,10 @@ def list_image_folder(root: Path) -> tuple[list[str], dict[str, list[tuple[Path,
             raise UserError(
                 f"{folder} is missing; the dataset must have train/<class>/*.jpg and test/<class>/*.jpg folders"
             )
-        classes = sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+        try:
+            classes = [name for name in find_classes(folder)[0] if not name.startswith(".")]
+        except FileNotFoundError:
+            classes = []
         if not classes:
             raise UserError(f"{folder} has no class folders; put each class's images in {folder}/<class name>/")
         splits[split] = classes
@@ -142,13 +153,14 @@ def list_image_folder(root: Path) -> tuple[list[str], dict[str, list[tuple[Path,
     classes = splits["train"]
     files: dict[str, list[tuple[Path, int]]] = {}
     for split in ("train", "test"):
-        pairs = []
-        for label, name in enumerate(classes):
-            images = sorted(p for p in (root / split / name).iterdir() if p.is_file() and not p.name.startswith("."))
-            if not images:
-                raise UserError(f"{root / split / name} is empty; every class needs at least one image")
-            pairs += [(p, label) for p in images]
-        files[split] = pairs
+        class_to_index = {name: label for label, name in enumerate(classes)}
+        # image files only (by suffix, any case): a Thumbs.db or README.txt beside them is skipped
+        found = make_dataset(str(root / split), class_to_index, extensions=IMAGE_SUFFIXES, allow_empty=True)
+        for name in classes:
+            if not any(label == class_to_index[name] for _, label in found):
+                suffixes = ", ".join(IMAGE_SUFFIXES)
+                raise UserError(f"{root / split / name} holds no image ({suffixes}); every class needs at least one")
+        files[split] = [(Path(path), label) for path, label in found]
     return classes, files
 
 
@@ -241,6 +253,12 @@ def fit_to_model(images: torch.Tensor, size: int, channels: int) -> torch.Tensor
         images = F.interpolate(images.float(), size=(size, size), mode="bilinear", align_corners=False)
         images = images.round().clamp(0, 255).to(torch.uint8)
     return images.expand(-1, channels, -1, -1).contiguous()
+
+
+def view_transform(preset: str, view: str) -> str:
+    """How a view decodes an image file (:func:`decode_image`'s mode): the paper preset's pretrained view
+    resizes and centre-crops as torchvision's weights expect; every other view squashes to the model size."""
+    return "crop" if preset == "paper" and view == "pretrained" else "resize"
 
 
 def paper_views(scratch: tuple[int, int], pretrained: tuple[int, int]) -> dict[str, tuple]:

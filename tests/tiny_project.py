@@ -13,8 +13,9 @@ from project_copy import merged
 from torch import nn
 
 from pipeline import paths
+from pipeline.arms.common import MODEL_CARD, model_card
 from pipeline.data import ImageSet
-from pipeline.files import save_tensors
+from pipeline.files import save_tensors, write_json
 from pipeline.model import ViT, vit_config
 from pipeline.runtime import Runtime
 
@@ -59,6 +60,11 @@ def project(tmp_path, monkeypatch, request):
         head = random_vit(10 + seed, len(CLASSES)).heads.head
         save_tensors(paths.linear_probe(seed), {"heads.head.weight": head.weight, "heads.head.bias": head.bias})
     save_tensors(paths.BACKBONE, random_vit(99, 5).state_dict())
+    test_set = ImageSet.load(paths.prepared_split("scratch", "test"))
+    config = vit_config("tiny", num_classes=len(CLASSES))
+    for arm, folder in (("scratch", paths.SCRATCH_MODELS), ("linear", paths.LINEAR_PROBES)):
+        card = model_card(arm, "tiny", config, test_set, "resize", SEEDS)
+        write_json(folder / MODEL_CARD, card)
     return tmp_path
 
 

@@ -8,15 +8,18 @@ only 10x cheaper for 10 epochs.
 
 from __future__ import annotations
 
+import dataclasses
+
 from torch import nn
 
 from pipeline import paths
+from pipeline.arms.common import MODEL_CARD, model_card
 from pipeline.arms.linear import head_state, with_head
 from pipeline.config import load_params
-from pipeline.data import batch_preparer, load_split
+from pipeline.data import batch_preparer, load_split, view_transform
 from pipeline.engine import Recipe, epoch_steps, extract_features, train
 from pipeline.errors import stage_main
-from pipeline.files import atomic_dir, file_sha256, save_tensors, write_text
+from pipeline.files import atomic_dir, file_sha256, save_tensors, write_json, write_text
 from pipeline.history import FIELDS, history_csv, mean_over_seeds, with_seed
 from pipeline.pretraining import load_backbone
 from pipeline.runtime import resolve_runtime, seed_everything
@@ -61,6 +64,10 @@ def main() -> None:
                 tracker.log_metrics({"final_test_acc": last["test_acc"], "final_test_loss": last["test_loss"]})
                 tracker.log_model(with_head(backbone, head), example)  # the whole arm: backbone + this head
             save_tensors(folder / paths.linear_probe(seed).name, head_state(head))
+        config = dataclasses.replace(backbone.config, num_classes=len(train_set.classes))
+        transform = view_transform(params.preset, "pretrained")
+        card = model_card("linear", params.backbone_model_name, config, test_set, transform, params.seeds)
+        write_json(folder / MODEL_CARD, card)
         write_text(paths.HISTORY / "linear.csv", history_csv(mean_over_seeds(histories)))
         write_text(paths.HISTORY / "linear_seeds.csv", history_csv(with_seed(histories), ["seed", *FIELDS]))
         stage.log_artifact(paths.HISTORY / "linear_seeds.csv", "history")

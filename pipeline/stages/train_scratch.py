@@ -8,11 +8,12 @@ The paper preset's is seed 000's: Adam, lr 3e-3, betas (0.9, 0.999), weight deca
 from __future__ import annotations
 
 from pipeline import paths
+from pipeline.arms.common import MODEL_CARD, model_card
 from pipeline.config import Params, load_params
-from pipeline.data import ImageSet, batch_preparer, load_split
+from pipeline.data import ImageSet, batch_preparer, load_split, view_transform
 from pipeline.engine import Recipe, epoch_steps, train
 from pipeline.errors import stage_main
-from pipeline.files import atomic_dir, save_tensors, write_text
+from pipeline.files import atomic_dir, save_tensors, write_json, write_text
 from pipeline.history import FIELDS, history_csv, mean_over_seeds, with_seed
 from pipeline.model import ViT, vit_config
 from pipeline.runtime import Runtime, resolve_runtime, seed_everything
@@ -61,9 +62,11 @@ def main() -> None:
                 with stage.child(f"train_scratch-seed{seed}", {"seed": str(seed)}, seed=str(seed)) as tracker:
                     model, histories[seed] = train_one_seed(params, seed, train_set, test_set, runtime, tracker)
                     tracker.log_model(model, example)
-                save_tensors(
-                    folder / paths.scratch_model(seed).name, {k: v.cpu() for k, v in model.state_dict().items()}
-                )
+                state = {k: v.cpu() for k, v in model.state_dict().items()}
+                save_tensors(folder / paths.scratch_model(seed).name, state)
+            transform = view_transform(params.preset, "scratch")
+            card = model_card("scratch", params.model_name, model.config, test_set, transform, params.seeds)
+            write_json(folder / MODEL_CARD, card)
         write_text(paths.HISTORY / "scratch.csv", history_csv(mean_over_seeds(histories)))
         write_text(paths.HISTORY / "scratch_seeds.csv", history_csv(with_seed(histories), ["seed", *FIELDS]))
         stage.log_artifact(paths.HISTORY / "scratch_seeds.csv", "history")

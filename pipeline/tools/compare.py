@@ -26,8 +26,9 @@ KEY_PARAMS = ("lr", "epochs", "batch_size")  # from the run's own stage section,
 GROUP = ["stage", "arm", "git_commit", "git_dirty", "dvc_experiment"]
 
 
-def fetch_runs(uri: str, experiment: str) -> list:
-    """Every run of ``experiment`` in the store at ``uri``, oldest first.
+def fetch_runs(uri: str, experiment: str) -> pd.DataFrame:
+    """Every run of ``experiment`` in the store at ``uri``, oldest first, as MLflow's own frame (columns
+    ``run_id``, ``status``, ``start_time``, ``params.*``, ``tags.*``, ``metrics.*``).
 
     Raises:
         UserError: the store does not exist, cannot be read, or has no such experiment or no runs.
@@ -44,56 +45,59 @@ def fetch_runs(uri: str, experiment: str) -> list:
             warnings.simplefilter("ignore")
             import mlflow
 
-            client = mlflow.MlflowClient(tracking_uri=uri)
-            found = client.get_experiment_by_name(experiment)
-            if found is None:
+            mlflow.set_tracking_uri(uri)
+            if mlflow.get_experiment_by_name(experiment) is None:
                 raise UserError(f"the MLflow store {uri} has no experiment {experiment!r}; {hint}")
-            runs, token = [], None
-            while True:
-                page = client.search_runs(
-                    [found.experiment_id], max_results=1000, page_token=token, order_by=["attributes.start_time ASC"]
-                )
-                runs += list(page)
-                token = page.token
-                if not token:
-                    break
+            runs = mlflow.search_runs(
+                experiment_names=[experiment], order_by=["attributes.start_time ASC"], output_format="pandas"
+            )
     except UserError:
         raise
     except Exception as error:  # a broken, locked or unreachable store
         message = str(error).splitlines()[0][:200] if str(error) else ""
         raise UserError(f"could not read the MLflow store {uri} ({type(error).__name__}: {message})") from None
-    if not runs:
+    if runs.empty:
         raise UserError(f"experiment {experiment!r} in {uri} has no runs yet; {hint}")
     return runs
 
 
-def runs_table(runs: list) -> pd.DataFrame:
-    """One row per run: names, tags, key params, final test accuracy and wall time."""
+def runs_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per trained model (a seed's nested run, or a stage's run without nested runs): names, tags, the
+    key params of its stage (logged on the stage's run, which nested runs inherit), final test accuracy and
+    wall time."""
+    by_id = runs.set_index("run_id")
+    parents = set(runs.get("tags.mlflow.parentRunId", pd.Series(dtype=object)).dropna())
     rows = []
-    for run in runs:
-        tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
-        stage = tags.get("stage", "")
+    for _, run in runs[~runs["run_id"].isin(parents)].iterrows():
+        parent_id = run.get("tags.mlflow.parentRunId")
+        parent = by_id.loc[parent_id] if isinstance(parent_id, str) and parent_id in by_id.index else run
+
+        def param(key: str, run=run, parent=parent):
+            value = run.get(f"params.{key}")
+            return parent.get(f"params.{key}") if not isinstance(value, str) else value
+
+        def tag(key: str, default: str = "", run=run):
+            value = run.get(f"tags.{key}")
+            return value if isinstance(value, str) else default
+
+        stage, preset = tag("stage"), tag("preset")
         row = {
-            "run": run.info.run_name,
+            "run": tag("mlflow.runName"),
             "stage": stage,
-            "seed": int(tags["seed"]) if tags.get("seed", "").lstrip("-").isdigit() else None,
-            "arm": tags.get("arm", tags.get("source", "")),
-            "model": params.get("offline.model") if tags.get("preset") == "offline" else params.get("paper.model"),
+            "seed": int(tag("seed")) if tag("seed").lstrip("-").isdigit() else None,
+            "arm": tag("arm", tag("source")),
+            "model": param("offline.model" if preset == "offline" else "paper.model"),
         }
-        preset = tags.get("preset", "")
         # a stage's section, or its preset's subsection (train_scratch.offline.lr)
-        row.update({key: params.get(f"{stage}.{key}", params.get(f"{stage}.{preset}.{key}")) for key in KEY_PARAMS})
+        row.update({key: param(f"{stage}.{key}") or param(f"{stage}.{preset}.{key}") for key in KEY_PARAMS})
         row.update(
-            {
-                # the backbone stage logs per-epoch test_acc (on its pool) but no final_test_acc
-                "test_acc": metrics.get("final_test_acc", metrics.get("test_acc", math.nan)),
-                "wall_time_s": metrics.get("wall_time_s", math.nan),
-                "status": run.info.status,
-                "git_commit": tags.get("git_commit", "unknown")[:7],
-                "git_dirty": tags.get("git_dirty", "unknown"),
-                "dvc_experiment": tags.get("dvc_experiment", "workspace"),
-                "started": pd.Timestamp(run.info.start_time, unit="ms", tz="UTC").strftime("%Y-%m-%d %H:%M"),
-            }
+            test_acc=run.get("metrics.final_test_acc", math.nan),  # the backbone logs pool_test_acc instead
+            wall_time_s=run.get("metrics.wall_time_s", math.nan),
+            status=run["status"],
+            git_commit=tag("git_commit", "unknown")[:7],
+            git_dirty=tag("git_dirty", "unknown"),
+            dvc_experiment=tag("dvc_experiment", "workspace"),
+            started=pd.Timestamp(run["start_time"]).tz_convert("UTC").strftime("%Y-%m-%d %H:%M"),
         )
         rows.append(row)
     table = pd.DataFrame(rows)
@@ -120,18 +124,8 @@ def summary_table(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def markdown(table: pd.DataFrame) -> str:
-    """A GitHub markdown table (pandas' ``to_markdown`` needs tabulate, which we do not depend on)."""
-
-    def cell(value) -> str:
-        if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
-            return ""
-        if isinstance(value, float):
-            return f"{value:.4f}"
-        return str(value).replace("|", "\\|")
-
-    lines = ["| " + " | ".join(table.columns) + " |", "|" + "---|" * len(table.columns)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
-    return "\n".join(lines) + "\n"
+    """A GitHub markdown table (pandas' ``to_markdown``, through tabulate); missing values left blank."""
+    return table.to_markdown(index=False, floatfmt=".4f", missingval="") + "\n"
 
 
 def report(experiment: str, uri: str, table: pd.DataFrame, summary: pd.DataFrame) -> str:

@@ -17,10 +17,11 @@ from pathlib import Path
 import torch
 
 from pipeline import paths
+from pipeline.arms.common import read_model_card
 from pipeline.arms.linear import load_linear
 from pipeline.arms.scratch import load_scratch
-from pipeline.config import Params, load_params
-from pipeline.data import ImageSet, ImageTooLargeError, decode_image, load_split
+from pipeline.config import load_params
+from pipeline.data import ImageTooLargeError, decode_image, normalise
 from pipeline.errors import UserError, stage_main
 from pipeline.model import ViT
 from pipeline.runtime import Runtime, resolve_runtime
@@ -49,13 +50,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def transform_mode(params: Params, arm: str) -> str:
-    """The arm's decode mode: "crop" only for the paper preset's pretrained view, else "resize"."""
-    return "crop" if params.preset == "paper" and paths.HEADLINE_VIEWS[arm] == "pretrained" else "resize"
+CARDS = {"scratch": paths.SCRATCH_MODELS, "linear": paths.LINEAR_PROBES}  # where each arm's model card lies
 
 
-def load_model(params: Params, arm: str, seed: int, num_classes: int, runtime: Runtime) -> ViT:
-    """The trained model of ``arm`` and ``seed``, in eval mode.
+def load_model(card: dict, arm: str, seed: int, runtime: Runtime) -> ViT:
+    """The trained model of ``arm`` and ``seed``, built from its card's architecture, in eval mode.
 
     Raises:
         UserError: the model file is missing (run `dvc repro` or `dvc pull`) or does not fit.
@@ -67,9 +66,8 @@ def load_model(params: Params, arm: str, seed: int, num_classes: int, runtime: R
                 f"{path} is missing: no trained {arm} model for seed {seed}. Run `dvc repro` to train it "
                 "(or `dvc pull` to fetch the team's), or pick a trained seed with --seed"
             )
-    if arm == "scratch":
-        return load_scratch(params.model_name, num_classes, seed, runtime)
-    return load_linear(params.backbone_model_name, num_classes, seed, runtime)
+    loader = load_scratch if arm == "scratch" else load_linear
+    return loader(card["model_name"], len(card["classes"]), seed, runtime)
 
 
 def load_image(path: Path, size: int, mode: str, channels: int, invert: bool, max_pixels: int) -> torch.Tensor:
@@ -86,9 +84,9 @@ def load_image(path: Path, size: int, mode: str, channels: int, invert: bool, ma
 
 
 @torch.inference_mode()
-def predict(model: ViT, image_set: ImageSet, images: torch.Tensor, runtime: Runtime) -> torch.Tensor:
-    """uint8 (B, C, H, W) -> class probabilities (B, K), float32."""
-    inputs = image_set.normalise(images).to(runtime.device)
+def predict(model: ViT, card: dict, images: torch.Tensor, runtime: Runtime) -> torch.Tensor:
+    """uint8 (B, C, H, W) -> class probabilities (B, K), float32, normalised with the card's mean and std."""
+    inputs = normalise(images, card["mean"], card["std"]).to(runtime.device)
     with runtime.autocast():
         logits = model(inputs)
     return torch.softmax(logits.float(), dim=-1).cpu()
@@ -104,18 +102,19 @@ def main() -> None:
     args = parse_args(sys.argv[1:])
     params = load_params()
     arm = args.model
-    seed = params.seeds[0] if args.seed is None else args.seed
+    card = read_model_card(CARDS[arm])  # architecture, classes, mean/std and transform of the arm's models
+    seed = card["seeds"][0] if args.seed is None else args.seed
     runtime = resolve_runtime(params.runtime)
-    image_set = load_split(paths.prepared_split(paths.HEADLINE_VIEWS[arm], "test"))  # classes and the arm's mean/std
-    model = load_model(params, arm, seed, len(image_set.classes), runtime)
-    config = model.config
-    mode = transform_mode(params, arm)
-    max_pixels = params.images.max_pixels
+    model = load_model(card, arm, seed, runtime)
+    config, max_pixels = model.config, params.images.max_pixels
     images = torch.stack(
-        [load_image(p, config.image_size, mode, config.in_channels, args.invert, max_pixels) for p in args.images]
+        [
+            load_image(p, config.image_size, card["transform"], config.in_channels, args.invert, max_pixels)
+            for p in args.images
+        ]
     )
-    for path, probabilities in zip(args.images, predict(model, image_set, images, runtime), strict=True):
-        print(format_line(path, probabilities, image_set.classes))
+    for path, probabilities in zip(args.images, predict(model, card, images, runtime), strict=True):
+        print(format_line(path, probabilities, card["classes"]))
 
 
 if __name__ == "__main__":

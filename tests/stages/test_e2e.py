@@ -243,6 +243,13 @@ def test_push_then_fresh_clone_pulls_identical_results(paper_repo, tmp_path):
     assert (clone / "metrics/evaluate.json").read_bytes() == (repo / "metrics/evaluate.json").read_bytes()
     for path in ("models/backbone.pt", "models/scratch/seed_0.pt", "data/prepared/manifest.csv"):
         assert (clone / path).read_bytes() == (repo / path).read_bytes()
+    # the pulled models predict at once, nothing rerun (their cards carry classes, mean/std and transform)
+    from PIL import Image
+
+    Image.new("RGB", (50, 40), (20, 200, 30)).save(clone / "photo.png")
+    lines = run([sys.executable, "-m", "pipeline.tools.predict", "photo.png"], clone, env).splitlines()
+    assert any(line.startswith("photo.png: ") and all(c in line for c in CLASSES) for line in lines)
+    assert "up to date" in run(["dvc", "status"], clone, env).lower()
 
 
 def test_plots_render_offline_and_overlay_two_revisions(paper_repo):

@@ -16,19 +16,20 @@ def test_compare_tables_every_run_and_the_seed_mean_and_std(project, monkeypatch
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{project / 'mlflow.db'}")
     monkeypatch.setenv("DVC_EXP_NAME", "lr-sweep")
     params = load_params()
-    for seed, accuracy in zip(SEEDS, (0.5, 0.7), strict=True):
-        tags = {"stage": "train_scratch", "preset": "offline", "arm": "scratch", "seed": str(seed)}
-        with Tracker("vit-offline", f"train_scratch-seed{seed}", tags, flatten(params)) as tracker:
-            assert tracker.client is not None
-            tracker.log_metrics({"test_acc": 0.1}, step=1)
-            tracker.log_metrics({"final_test_acc": accuracy})
+    tags = {"stage": "train_scratch", "preset": "offline", "arm": "scratch"}
+    with Tracker("vit-offline", "train_scratch", tags, flatten(params)) as stage:  # as the stages log: seeds nested
+        for seed, accuracy in zip(SEEDS, (0.5, 0.7), strict=True):
+            with stage.child(f"train_scratch-seed{seed}", {"seed": str(seed)}, seed=str(seed)) as tracker:
+                assert tracker.client is not None
+                tracker.log_metrics({"test_acc": 0.1}, step=1)
+                tracker.log_metrics({"final_test_acc": accuracy})
     status, out, _ = run_cli(compare, monkeypatch, capsys)
     assert status == 0
     table = pd.read_csv(project / "reports" / "compare.csv")
     assert list(table["run"]) == ["train_scratch-seed0", "train_scratch-seed1"]
     assert list(table["test_acc"]) == [0.5, 0.7]
     assert set(table["dvc_experiment"]) == {"lr-sweep"} and set(table["arm"]) == {"scratch"}
-    assert list(table["lr"]) == [params.train_scratch.offline.lr] * 2
+    assert list(table["lr"]) == [params.train_scratch.offline.lr] * 2  # the stage run's param, inherited
     assert (table["wall_time_s"] >= 0).all()
     report = (project / "reports" / "compare.md").read_text()
     assert "0.6000 ± 0.1414" in report and "| train_scratch | scratch |" in report

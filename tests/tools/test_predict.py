@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import params_with, png_claiming
+from helpers import png_claiming
 from PIL import Image
 from tiny_project import CLASSES, CPU, run_cli
 
 from pipeline import paths
+from pipeline.arms.common import read_model_card
 from pipeline.config import load_params
-from pipeline.data import ImageSet
+from pipeline.data import ImageSet, view_transform
 from pipeline.tools import predict
 
 # --- predict ---------------------------------------------------------------------------------
@@ -46,12 +47,13 @@ def test_predict_on_a_saved_test_image_matches_the_model_on_the_stored_tensor(pr
     params = load_params()
     test_set = ImageSet.load(paths.prepared_split("scratch", "test"))
     Image.fromarray(test_set.images[3].permute(1, 2, 0).numpy()).save(project / "test3.png")
-    model = predict.load_model(params, "scratch", 1, 3, CPU)
+    card = read_model_card(paths.SCRATCH_MODELS)
+    model = predict.load_model(card, "scratch", 1, CPU)
     image = predict.load_image(
         project / "test3.png", 32, "resize", 3, invert=False, max_pixels=params.images.max_pixels
     )
     assert torch.equal(image, test_set.images[3])
-    probabilities = predict.predict(model, test_set, image[None], CPU)
+    probabilities = predict.predict(model, card, image[None], CPU)
     expected = torch.softmax(model(test_set.normalise(test_set.images[3:4])), dim=-1)
     torch.testing.assert_close(probabilities, expected)
     torch.testing.assert_close(probabilities.sum(), torch.tensor(1.0))
@@ -82,9 +84,23 @@ def test_predict_with_a_missing_model_says_run_dvc_repro_in_one_line(project, mo
     assert "head_seed_7.pt is missing" in err and "dvc repro" in err and "dvc pull" in err
 
 
-def test_predict_transform_is_crop_only_for_the_paper_linear_arm(project):
-    params = load_params()
-    assert predict.transform_mode(params, "linear") == predict.transform_mode(params, "scratch") == "resize"
-    paper = params_with(preset="paper")
-    assert predict.transform_mode(paper, "linear") == "crop"
-    assert predict.transform_mode(paper, "scratch") == "resize"
+def test_the_transform_is_crop_only_for_the_paper_preset_s_pretrained_view():
+    assert view_transform("offline", "pretrained") == view_transform("offline", "scratch") == "resize"
+    assert view_transform("paper", "pretrained") == "crop" and view_transform("paper", "scratch") == "resize"
+
+
+def test_predict_needs_only_the_models_and_their_card_not_the_prepared_data(project, monkeypatch, capsys):
+    """A teammate's `dvc pull` of models/ is enough: the card holds classes, mean/std and transform."""
+    import json
+    import shutil
+
+    Image.new("L", (30, 30), 200).save(project / "a.png")
+    _, before, _ = run_cli(predict, monkeypatch, capsys, "a.png", "--model", "scratch")
+    shutil.rmtree(project / "data")
+    status, after, _ = run_cli(predict, monkeypatch, capsys, "a.png", "--model", "scratch")
+    assert status == 0 and after == before
+    card = json.loads((paths.SCRATCH_MODELS / "model.json").read_text())
+    assert card["classes"] == CLASSES and card["model"]["image_size"] == 32 and card["transform"] == "resize"
+    (paths.SCRATCH_MODELS / "model.json").unlink()
+    status, _, err = run_cli(predict, monkeypatch, capsys, "a.png", "--model", "scratch")
+    assert status == 1 and "model.json is missing" in err and "dvc repro" in err

@@ -98,6 +98,8 @@ def test_list_image_folder_sorts_classes_and_pairs_files_with_labels(tmp_path):
     make_image_folder(tmp_path, {"train": {"sushi": 2, "pizza": 1}, "test": {"pizza": 1, "sushi": 1}})
     (tmp_path / "train" / "pizza" / ".DS_Store").write_bytes(b"")  # hidden files and folders are not data
     (tmp_path / "train" / ".cache").mkdir()
+    (tmp_path / "train" / "sushi" / "Thumbs.db").write_bytes(b"\0")  # not images: skipped, as ImageFolder does
+    (tmp_path / "test" / "pizza" / "README.txt").write_text("photos by ...")
     classes, pairs = list_image_folder(tmp_path)
     assert classes == ["pizza", "sushi"]
     assert pairs["train"] == [
