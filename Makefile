@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 BIN := $(abspath $(VENV))/bin
 FASHION_MNIST := /usr/share/datasets/fashion-mnist
 
-.PHONY: install data repro paper paper-20 results compare plots ui predict test lint format bench clean
+.PHONY: install data repro paper paper-20 ddp results compare plots ui predict test lint format bench clean
 
 install: $(VENV)/.installed
 
@@ -29,6 +29,18 @@ repro: install data
 # Seed 000's experiment (needs internet; GPU recommended), recorded as the DVC experiment "paper".
 paper: install
 	PATH="$(BIN):$$PATH" dvc exp run -n paper -S preset=paper
+
+# The training stages under torchrun, one process per GPU (DistributedDataParallel: NCCL on GPUs, gloo on CPUs), with
+# params.yaml's global batch and steps, then recorded in dvc.lock as if `dvc repro` had run them. For the paper
+# preset: set `preset: paper` (or run `make paper` once for the data and backbone), then e.g. `make ddp NPROC=8`.
+NPROC ?= 2
+DDP_STAGES ?= train_scratch linear_probe
+ddp: install
+	PATH="$(BIN):$$PATH" dvc repro --single-item download prepare backbone
+	for stage in $(DDP_STAGES); do \
+		PATH="$(BIN):$$PATH" torchrun --standalone --nproc_per_node $(NPROC) -m pipeline.stages.$$stage || exit 1; done
+	PATH="$(BIN):$$PATH" dvc commit --force $(DDP_STAGES)
+	PATH="$(BIN):$$PATH" dvc repro
 
 # The same on the course's larger split (20% of Food-101's pizza/steak/sushi: about 450 train / 150 test).
 # Its SHA-256 was pinned from a Git LFS pointer of a public copy (31,491,084 bytes).

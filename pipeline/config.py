@@ -35,6 +35,7 @@ class RuntimeConfig:
     device: Literal["auto", "cpu", "cuda", "mps"]
     precision: Literal["auto", "bf16", "fp32"]
     threads: int
+    distributed: Literal["auto", "off"]  # auto: DistributedDataParallel when started by torchrun
 
     def validate(self, key: str) -> None:
         _check(self.threads >= 1, f"{key}.threads", "must be at least 1")

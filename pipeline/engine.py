@@ -165,6 +165,7 @@ def train(
     record_every = record_every or recipe.steps
     if batches is None:
         batches = epoch_batches(len(labels), recipe.batch_size, generator)
+    step_model = distributed(model, runtime)
     parameters = [p for p in model.parameters() if p.requires_grad]
     optimizer = make_optimizer(parameters, recipe)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, recipe.steps, recipe))
@@ -174,11 +175,15 @@ def train(
     with progress_bar(recipe.steps, description) as bar:
         for step in range(1, recipe.steps + 1):
             index = next(batches)
-            batch_inputs = runtime.to_device(prepare(inputs[index], True, generator))
-            batch_labels = runtime.to_device(labels[index])
+            # every rank prepares the whole batch, so that augmentation draws keep the generators in step
+            batch_inputs, batch_labels = prepare(inputs[index], True, generator), labels[index]
+            if runtime.world_size > 1:  # this rank's shard of the global batch
+                shard = slice(runtime.rank, None, runtime.world_size)
+                batch_inputs, batch_labels = batch_inputs[shard], batch_labels[shard]
+            batch_inputs, batch_labels = runtime.to_device(batch_inputs), runtime.to_device(batch_labels)
             with runtime.autocast():
-                logits = model(batch_inputs)
-            loss = F.cross_entropy(logits.float(), batch_labels)
+                logits = step_model(batch_inputs)
+            loss = global_batch_loss(logits.float(), batch_labels, len(index), runtime)
             if not torch.isfinite(loss):
                 epoch, step_in_epoch = divmod(step - 1, record_every)
                 raise NonFiniteLossError(
@@ -192,11 +197,12 @@ def train(
                 nn.utils.clip_grad_norm_(parameters, recipe.grad_clip)
             optimizer.step()
             scheduler.step()
-            loss_sum += loss.item() * len(batch_labels)
+            loss_sum += loss.item() * len(index)
             correct += (logits.argmax(dim=1) == batch_labels).sum().item()
-            seen += len(batch_labels)
+            seen += len(index)
             bar.update(1)
             if step % record_every == 0 or step == recipe.steps:
+                correct = sum_over_ranks(correct, runtime)
                 record = {
                     "epoch": len(history) + 1,
                     "step": step,
@@ -211,6 +217,44 @@ def train(
                     on_record(record)
                 loss_sum, correct, seen = 0.0, 0, 0
     return history
+
+
+def distributed(model: nn.Module, runtime: Runtime) -> nn.Module:
+    """``model`` wrapped in DistributedDataParallel under torchrun (gradients averaged over ranks after each
+    backward), else ``model`` itself. Its parameters are the model's own, so the caller's model is trained."""
+    if runtime.world_size == 1 or not any(p.requires_grad for p in model.parameters()):
+        return model
+    from torch.nn.parallel import DistributedDataParallel
+
+    device_ids = [runtime.device.index] if runtime.device.type == "cuda" else None
+    return DistributedDataParallel(model, device_ids=device_ids)
+
+
+def global_batch_loss(logits: torch.Tensor, labels: torch.Tensor, batch_size: int, runtime: Runtime) -> torch.Tensor:
+    """Mean cross-entropy over the global batch. One process: ``F.cross_entropy``. Under DDP, this rank's
+    sum scaled by ``world_size / batch_size``, so that DDP's average of the ranks' gradients is the gradient
+    of the global batch's mean whatever the shard sizes; the returned value is the global mean on every rank
+    (one all-reduce of a scalar, which also lets every rank see a non-finite loss at the same step)."""
+    if runtime.world_size == 1:
+        return F.cross_entropy(logits, labels)
+    import torch.distributed as dist
+
+    local = F.cross_entropy(logits, labels, reduction="sum") * (runtime.world_size / batch_size)
+    total = local.detach().clone()
+    dist.all_reduce(total)
+    # the backward pass follows ``local``; the value reported is the global mean
+    return local + (total / runtime.world_size - local).detach()
+
+
+def sum_over_ranks(count: int, runtime: Runtime) -> int:
+    """An integer count summed over the ranks of a torchrun job (itself in one process)."""
+    if runtime.world_size == 1:
+        return count
+    import torch.distributed as dist
+
+    total = torch.tensor([count], dtype=torch.int64, device=runtime.device)  # NCCL reduces GPU tensors only
+    dist.all_reduce(total)
+    return int(total.item())
 
 
 @torch.inference_mode()

@@ -18,6 +18,47 @@ class UserError(Exception):
 _STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
 
 
+def _peer_failure(error: Exception) -> bool:
+    """A collective that failed because another rank of a torchrun job died (gloo: connection closed or reset;
+    any backend: the process group's timeout)."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return False
+    text = f"{type(error).__name__} {error}".lower()
+    return any(word in text for word in ("connection", "closed", "reset by peer", "timed out", "timeout", "gloo",
+                                         "nccl", "distbackenderror"))  # fmt: skip
+
+
+def _say_why_when_torchrun_stops_us(stage: str) -> None:
+    """Under torchrun, a rank that fails makes torchrun stop the others with SIGTERM: each says so in one line
+    (torchrun's own summary then names the rank that failed first) instead of vanishing mid-step."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return
+    import signal
+
+    def stopped(signum, frame) -> None:
+        print(
+            f"error in stage {stage} (rank {os.environ.get('RANK')} of {os.environ.get('WORLD_SIZE')}): torchrun "
+            "stopped this process because another rank failed (its 'Root Cause' follows); no output was written "
+            "(rank 0 writes only at the end, atomically). Fix that rank's error and rerun the stage",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise SystemExit(1)
+
+    signal.signal(signal.SIGTERM, stopped)
+
+
+def _leave_process_group() -> None:
+    """Under torchrun: wait until every rank is done (rank 0 may still be writing), then leave cleanly."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def stage_main(main: Callable[[], None]) -> Callable[[], None]:
     """Wraps a stage's ``main`` so a :class:`UserError` prints one line and exits with status 1.
 
@@ -30,6 +71,7 @@ def stage_main(main: Callable[[], None]) -> Callable[[], None]:
         spec = main.__globals__.get("__spec__")
         stage = (spec.name if spec else main.__module__).rsplit(".", 1)[-1]
         started = time.perf_counter()
+        _say_why_when_torchrun_stops_us(stage)
         try:
             main()
         except UserError as error:
@@ -47,6 +89,18 @@ def stage_main(main: Callable[[], None]) -> Callable[[], None]:
                 file=sys.stderr,
             )
             raise SystemExit(1) from None
+        except Exception as error:
+            if os.environ.get("PIPELINE_DEBUG") or not _peer_failure(error):
+                raise
+            rank = os.environ.get("RANK", "?")
+            print(
+                f"error in stage {stage} (rank {rank} of {os.environ.get('WORLD_SIZE')}): another process of this "
+                f"torchrun job stopped ({type(error).__name__}: {str(error).splitlines()[0][:160]}); no output was "
+                "written (rank 0 writes only at the end, atomically). Rerun the stage",
+                file=sys.stderr,
+            )
+            raise SystemExit(1) from None
+        _leave_process_group()
         print(f"stage {stage} finished in {time.perf_counter() - started:.1f} s", file=sys.stderr)
 
     return wrapper

@@ -63,6 +63,21 @@ def remove_stale_temps(directory: str | Path) -> list[Path]:
     return removed
 
 
+def is_main_process() -> bool:
+    """True outside torchrun and on its rank 0: under torchrun only rank 0 writes outputs (every rank computes
+    the same thing; the others' writes go to a private temporary folder and are dropped)."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+@contextlib.contextmanager
+def _discarded(name: str, folder: bool) -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="not-rank-0-") as scratch:
+        target = Path(scratch) / name
+        if folder:
+            target.mkdir()
+        yield target
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yields a temporary path beside ``path``; renames it into place only if the block succeeds.
@@ -70,6 +85,10 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     A killed earlier run's leftover temporary files in the same folder are removed first.
     """
     path = Path(path)
+    if not is_main_process():
+        with _discarded(path.name, folder=False) as tmp:
+            yield tmp
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temp_prefix(path), suffix=".tmp")
@@ -109,6 +128,10 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     complete new one, never a mix, and no file from an earlier run with other params (a seed since removed).
     """
     path = Path(path)
+    if not is_main_process():
+        with _discarded(path.name, folder=True) as tmp:
+            yield tmp
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(path.parent)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=temp_prefix(path), suffix=".partial"))

@@ -35,6 +35,8 @@ class Runtime:
     device: torch.device
     precision: str  # "bf16" (autocast) or "fp32"
     hardware: str = ""  # e.g. "AVX2, no native bf16" or a GPU's name: what bitwise reproducibility depends on
+    rank: int = 0  # this process's place in a torchrun job (DistributedDataParallel); 0 of 1 otherwise
+    world_size: int = 1
 
     def autocast(self) -> contextlib.AbstractContextManager:
         """bf16 autocast on this device when ``precision`` is bf16, otherwise a no-op."""
@@ -53,7 +55,8 @@ class Runtime:
     def describe(self) -> str:
         """One line for metrics files: device, precision and CPU kind, e.g. ``cpu fp32 (AVX2, no native bf16)``."""
         suffix = f" ({self.hardware})" if self.hardware else ""
-        return f"{self.device.type} {self.precision}{suffix}"
+        processes = f", {self.world_size} processes (DDP)" if self.world_size > 1 else ""
+        return f"{self.device.type} {self.precision}{suffix}{processes}"
 
     def tags(self) -> dict[str, str]:
         """For MLflow: the precision actually used and the hardware that decided it."""
@@ -143,6 +146,7 @@ def resolve_runtime(config: RuntimeConfig) -> Runtime:
     params on the same kind of machine, in the same precision, give bitwise-identical results.
     """
     torch.set_num_threads(config.threads)
+    rank, local_rank, world_size = torchrun_world() if config.distributed == "auto" else (0, 0, 1)
     if config.device == "auto":
         name = "cuda" if torch.cuda.is_available() else "mps" if _mps_available() else "cpu"
     else:
@@ -155,8 +159,35 @@ def resolve_runtime(config: RuntimeConfig) -> Runtime:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     precision = choose_precision(config.precision, name)
     torch.use_deterministic_algorithms(True, warn_only=True)
-    hardware = describe_cpu() if name == "cpu" else torch.cuda.get_device_name() if name == "cuda" else name
-    return Runtime(device=torch.device(name), precision=precision, hardware=hardware)
+    device = torch.device("cuda", local_rank) if name == "cuda" and world_size > 1 else torch.device(name)
+    if world_size > 1:
+        start_process_group(device)
+    hardware = describe_cpu() if name == "cpu" else torch.cuda.get_device_name(device) if name == "cuda" else name
+    return Runtime(device=device, precision=precision, hardware=hardware, rank=rank, world_size=world_size)
+
+
+def torchrun_world() -> tuple[int, int, int]:
+    """(rank, local rank, world size) from the environment torchrun sets; (0, 0, 1) outside torchrun."""
+    env = os.environ
+    return int(env.get("RANK", 0)), int(env.get("LOCAL_RANK", 0)), int(env.get("WORLD_SIZE", 1))
+
+
+DIST_TIMEOUT_S = 120  # a rank that waits this long for a dead peer gives up instead of hanging the job
+
+
+def start_process_group(device: torch.device) -> None:
+    """Joins torchrun's process group: NCCL between GPUs, gloo on CPUs (both read MASTER_ADDR/PORT, RANK and
+    WORLD_SIZE from torchrun's environment)."""
+    import datetime
+
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=DIST_TIMEOUT_S))
 
 
 def seed_everything(seed: int) -> torch.Generator:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from pipeline.files import process_alive
+from pipeline.files import is_main_process, process_alive
 
 
 def repo_root() -> Path:
@@ -196,7 +196,7 @@ class Tracker:
         self.failed = True
 
     def __enter__(self) -> Tracker:
-        if self.failed:
+        if self.failed or not is_main_process():  # under torchrun, rank 0 alone records the run
             return self
         try:
             with warnings.catch_warnings():

@@ -13,7 +13,7 @@ from project_copy import merged
 from torch import nn
 
 from pipeline import paths
-from pipeline.arms.common import MODEL_CARD, model_card
+from pipeline.checkpoints import MODEL_CARD, model_card
 from pipeline.data import ImageSet
 from pipeline.files import save_tensors, write_json
 from pipeline.model import ViT, vit_config

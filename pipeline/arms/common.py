@@ -2,54 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from torch import nn
 
 from pipeline import paths
 from pipeline.config import DataHungerConfig
 from pipeline.curve import sweep_sizes, sweep_train_set
-from pipeline.data import ImageSet, batch_preparer, load_split, nested_indices
+from pipeline.data import batch_preparer, load_split, nested_indices
 from pipeline.engine import Recipe, budget_batches, count_parameters, evaluate, train
-from pipeline.errors import UserError
 from pipeline.runtime import Runtime, seed_everything
-
-MODEL_CARD = "model.json"  # beside a stage's checkpoints: what a model needs to be used without the pipeline
-
-
-def model_card(arm: str, model_name: str, config, image_set: ImageSet, transform: str, seeds: list[int]) -> dict:
-    """The architecture (preset name and ``ViTConfig`` fields), class names, normalisation and input transform
-    of ``arm``'s checkpoints, so that `predict` needs neither params.yaml's model names nor the prepared data."""
-    return {
-        "arm": arm,
-        "model_name": model_name,
-        "model": dataclasses.asdict(config),
-        "classes": list(image_set.classes),
-        "mean": list(image_set.mean),
-        "std": list(image_set.std),
-        "transform": transform,
-        "seeds": list(seeds),
-    }
-
-
-def read_model_card(folder: Path) -> dict:
-    """The model card a training stage wrote beside its checkpoints.
-
-    Raises:
-        UserError: it is missing or unreadable (the stage has not run, or ran before cards existed).
-    """
-    path = Path(folder) / MODEL_CARD
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        raise UserError(
-            f"{path} is missing or unreadable ({type(error).__name__}); run `dvc repro` (or `dvc pull`) to get "
-            "the trained models with their card"
-        ) from None
 
 
 @dataclass(frozen=True)

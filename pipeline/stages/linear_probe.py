@@ -13,8 +13,8 @@ import dataclasses
 from torch import nn
 
 from pipeline import paths
-from pipeline.arms.common import MODEL_CARD, model_card
 from pipeline.arms.linear import head_state, with_head
+from pipeline.checkpoints import MODEL_CARD, model_card
 from pipeline.config import load_params
 from pipeline.data import batch_preparer, load_split, view_transform
 from pipeline.engine import Recipe, epoch_steps, extract_features, train

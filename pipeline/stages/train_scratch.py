@@ -8,7 +8,7 @@ The paper preset's is seed 000's: Adam, lr 3e-3, betas (0.9, 0.999), weight deca
 from __future__ import annotations
 
 from pipeline import paths
-from pipeline.arms.common import MODEL_CARD, model_card
+from pipeline.checkpoints import MODEL_CARD, model_card
 from pipeline.config import Params, load_params
 from pipeline.data import ImageSet, batch_preparer, load_split, view_transform
 from pipeline.engine import Recipe, epoch_steps, train

@@ -17,9 +17,9 @@ from pathlib import Path
 import torch
 
 from pipeline import paths
-from pipeline.arms.common import read_model_card
 from pipeline.arms.linear import load_linear
 from pipeline.arms.scratch import load_scratch
+from pipeline.checkpoints import read_model_card
 from pipeline.config import load_params
 from pipeline.data import ImageTooLargeError, decode_image, normalise
 from pipeline.errors import UserError, stage_main

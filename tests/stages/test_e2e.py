@@ -206,7 +206,9 @@ def test_mlflow_records_every_training_run_with_tags(paper_repo):
     assert run.data.tags["mlflow.parentRunId"] == stage.info.run_id and run.data.params == {"seed": "1"}
     assert stage.data.params["linear_probe.paper.epochs"] == "2" and "train_scratch.paper.lr" not in stage.data.params
     assert stage.inputs.dataset_inputs[0].dataset.digest.endswith(".dir")  # DVC's md5 of data/prepared
-    assert client.list_artifacts(run.info.run_id, "model")  # each seed's model, with its signature
+    mlflow.set_tracking_uri(f"sqlite:///{repo / 'mlflow.db'}")
+    model = mlflow.models.get_model_info(f"runs:/{run.info.run_id}/model")  # each seed's model, with a signature
+    assert model.signature is not None and model.flavors.get("pytorch")
     history = client.get_metric_history(run.info.run_id, "test_acc")
     assert [m.step for m in history] == [1, 2]
     sweep = by_name["sweep-finetune-6-seed1"]

@@ -428,7 +428,7 @@ def good_folder(root: Path) -> Path:
 LAYOUT_FAULTS = {
     "no-test-split": (lambda f: shutil.rmtree(f / "test"), "test is missing"),
     "no-train-split": (lambda f: shutil.rmtree(f / "train"), "has no train/ and test/ folders"),
-    "empty-class": (lambda f: [p.unlink() for p in (f / "train/beta").iterdir()], "beta is empty"),
+    "empty-class": (lambda f: [p.unlink() for p in (f / "train/beta").iterdir()], "beta holds no image"),
     "classes-differ": (lambda f: (f / "test/alpha").rename(f / "test/delta"), "different class folders"),
 }
 
@@ -641,7 +641,7 @@ def test_training_killed_mid_run_then_rerun_matches_an_uninterrupted_run(project
     leftover = repo / "models/scratch" / f".seed_0.pt.{process.pid}.k1ll3d.tmp"
     leftover.write_bytes(b"half a checkpoint")
     project.ok("train_scratch")
-    assert sorted(p.name for p in (repo / "models/scratch").iterdir()) == ["seed_0.pt"]  # DVC hashes no leftover
+    assert sorted(p.name for p in (repo / "models/scratch").iterdir()) == ["model.json", "seed_0.pt"]  # no leftover
     for path in ("plots/history/scratch.csv", "plots/history/scratch_seeds.csv"):
         assert digest_tree(repo / path) == before[path]  # per-epoch metrics identical to the uninterrupted run
     state = torch.load(repo / "models/scratch/seed_0.pt", weights_only=True)
@@ -670,7 +670,7 @@ def test_same_seed_gives_byte_identical_metrics_and_another_seed_changes_them(pr
 
 def assert_training_outputs_complete(repo: Path) -> None:
     assert torch.load(repo / "models/scratch/seed_0.pt", weights_only=True)["heads.head.weight"].shape[0] == 3
-    assert sorted(p.name for p in (repo / "models/scratch").iterdir()) == ["seed_0.pt"]
+    assert sorted(p.name for p in (repo / "models/scratch").iterdir()) == ["model.json", "seed_0.pt"]
     for path in ("plots/history/scratch.csv", "plots/history/scratch_seeds.csv"):
         assert len((repo / path).read_text().splitlines()) == 1 + 2  # header + one row per epoch
 

@@ -9,7 +9,7 @@ from PIL import Image
 from tiny_project import CLASSES, CPU, run_cli
 
 from pipeline import paths
-from pipeline.arms.common import read_model_card
+from pipeline.checkpoints import read_model_card
 from pipeline.config import load_params
 from pipeline.data import ImageSet, view_transform
 from pipeline.tools import predict

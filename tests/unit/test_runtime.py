@@ -30,14 +30,14 @@ def restore_torch_globals():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_resolve_runtime_refuses_a_missing_cuda_naming_the_key(restore_torch_globals):
     with pytest.raises(UserError, match=r"runtime\.device is 'cuda'.*runtime\.device: auto"):
-        resolve_runtime(RuntimeConfig(device="cuda", precision="auto", threads=2))
+        resolve_runtime(RuntimeConfig(device="cuda", precision="auto", threads=2, distributed="auto"))
 
 
 @pytest.mark.skipif(
     torch.cuda.is_available() or torch.backends.mps.is_available(), reason="auto picks an accelerator here"
 )
 def test_resolve_runtime_auto_is_cpu_without_an_accelerator(restore_torch_globals):
-    runtime = resolve_runtime(RuntimeConfig(device="auto", precision="fp32", threads=1))
+    runtime = resolve_runtime(RuntimeConfig(device="auto", precision="fp32", threads=1, distributed="auto"))
     assert (runtime.device, runtime.precision) == (torch.device("cpu"), "fp32")
     assert runtime.hardware == runtime_module.describe_cpu() and "bf16" in runtime.hardware
     assert torch.get_num_threads() == 1
