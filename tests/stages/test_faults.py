@@ -845,7 +845,7 @@ def test_two_queued_experiments_in_parallel_are_both_recorded_in_mlflow(tmp_path
     repo = tmp_path / "queued"
     copy_project(repo)
     shutil.copy(project.repo / "params.yaml", repo / "params.yaml")
-    set_params(repo, train_scratch={"paper": {"epochs": 1}})
+    set_params(repo, seeds=[0], train_scratch={"paper": {"epochs": 1}})
     env = {k: v for k, v in project.env.items() if k != "MLFLOW_TRACKING_URI"}  # the default store: DVC_ROOT's
     for command in (
         ["git", "init", "-q"], ["dvc", "init", "-q"], ["dvc", "config", "core.analytics", "false"],
@@ -877,6 +877,8 @@ def test_two_queued_experiments_in_parallel_are_both_recorded_in_mlflow(tmp_path
     seeds = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
     assert {r.data.tags["mlflow.parentRunId"] for r in seeds} == {r.info.run_id for r in stages}
     assert all(len(client.get_metric_history(r.info.run_id, "test_acc")) == 1 for r in seeds)
+    shown = git_dvc(repo, env, "dvc", "exp", "show", "--csv")
+    assert "lr-0.001" in shown and "lr-0.002" in shown  # dvc exp show lists both jobs
 
 
 def test_unreadable_image_found_halfway_leaves_the_previous_prepared_data_whole(bare, tmp_path):
