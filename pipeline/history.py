@@ -5,6 +5,9 @@ from __future__ import annotations
 import csv
 import io
 import statistics
+from pathlib import Path
+
+from pipeline.files import write_text
 
 FIELDS = ["epoch", "train_loss", "train_acc", "test_loss", "test_acc"]
 
@@ -34,6 +37,15 @@ def mean_over_seeds(histories: dict[int, list[dict]]) -> list[dict]:
         }
         for records in zip(*runs, strict=True)
     ]
+
+
+def write_histories(folder: Path, arm: str, histories: dict[int, list[dict]]) -> Path:
+    """``<arm>.csv`` (the per-epoch mean over seeds, for `dvc plots`) and ``<arm>_seeds.csv`` (every seed's
+    records, for the plot stage) in ``folder``; returns the per-seed file."""
+    write_text(Path(folder) / f"{arm}.csv", history_csv(mean_over_seeds(histories)))
+    seeds = Path(folder) / f"{arm}_seeds.csv"
+    write_text(seeds, history_csv(with_seed(histories), ["seed", *FIELDS]))
+    return seeds
 
 
 def read_history(text: str) -> list[dict]:

@@ -19,8 +19,8 @@ from pipeline.config import load_params
 from pipeline.data import batch_preparer, load_split, view_transform
 from pipeline.engine import Recipe, epoch_steps, extract_features, train
 from pipeline.errors import stage_main
-from pipeline.files import atomic_dir, file_sha256, save_tensors, write_json, write_text
-from pipeline.history import FIELDS, history_csv, mean_over_seeds, with_seed
+from pipeline.files import atomic_dir, file_sha256, save_tensors, write_json
+from pipeline.history import write_histories
 from pipeline.pretraining import load_backbone
 from pipeline.runtime import resolve_runtime, seed_everything
 from pipeline.tracking import stage_tracker
@@ -68,9 +68,7 @@ def main() -> None:
         transform = view_transform(params.preset, "pretrained")
         card = model_card("linear", params.backbone_model_name, config, test_set, transform, params.seeds)
         write_json(folder / MODEL_CARD, card)
-        write_text(paths.HISTORY / "linear.csv", history_csv(mean_over_seeds(histories)))
-        write_text(paths.HISTORY / "linear_seeds.csv", history_csv(with_seed(histories), ["seed", *FIELDS]))
-        stage.log_artifact(paths.HISTORY / "linear_seeds.csv", "history")
+        stage.log_artifact(write_histories(paths.HISTORY, "linear", histories), "history")
 
 
 if __name__ == "__main__":

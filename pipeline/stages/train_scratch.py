@@ -13,8 +13,8 @@ from pipeline.config import Params, load_params
 from pipeline.data import ImageSet, batch_preparer, load_split, view_transform
 from pipeline.engine import Recipe, epoch_steps, train
 from pipeline.errors import stage_main
-from pipeline.files import atomic_dir, save_tensors, write_json, write_text
-from pipeline.history import FIELDS, history_csv, mean_over_seeds, with_seed
+from pipeline.files import atomic_dir, save_tensors, write_json
+from pipeline.history import write_histories
 from pipeline.model import ViT, vit_config
 from pipeline.runtime import Runtime, resolve_runtime, seed_everything
 from pipeline.tracking import Tracker, stage_tracker
@@ -67,9 +67,7 @@ def main() -> None:
             transform = view_transform(params.preset, "scratch")
             card = model_card("scratch", params.model_name, model.config, test_set, transform, params.seeds)
             write_json(folder / MODEL_CARD, card)
-        write_text(paths.HISTORY / "scratch.csv", history_csv(mean_over_seeds(histories)))
-        write_text(paths.HISTORY / "scratch_seeds.csv", history_csv(with_seed(histories), ["seed", *FIELDS]))
-        stage.log_artifact(paths.HISTORY / "scratch_seeds.csv", "history")
+        stage.log_artifact(write_histories(paths.HISTORY, "scratch", histories), "history")
 
 
 if __name__ == "__main__":
