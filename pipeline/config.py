@@ -181,18 +181,61 @@ class EvaluateConfig:
 
 
 @dataclass(frozen=True)
+class ValidationConfig:
+    """Images per class held out of the target's training images: every trained arm's early stopping, learning
+    rate and probe regularisation are chosen on them; they are never trained on, and never the test set."""
+
+    offline_per_class: int
+    paper_per_class: int
+
+    def validate(self, key: str) -> None:
+        for name in ("offline_per_class", "paper_per_class"):
+            _check(getattr(self, name) >= 1, f"{key}.{name}", f"must be at least 1, got {getattr(self, name)}")
+        _check(self.offline_per_class < 6000, f"{key}.offline_per_class",
+               "must leave training images (Fashion-MNIST has 6000 per class)")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class GridOptimiser:
+    """An arm's optimiser with a grid of learning rates, written before any run; the sweep picks one per size on
+    the validation split (the first seed's run with the lowest best validation loss)."""
+
+    optimizer: Literal["adam", "adamw"]
+    lrs: list[float]
+    weight_decay: float
+    schedule: Literal["none", "cosine"]  # cosine decays to 0 at the step cap after the linear warmup
+    warmup_fraction: float  # share of the step cap with linear warmup
+    grad_clip: float  # max global gradient norm; 0 disables clipping
+
+    def validate(self, key: str) -> None:
+        _check(len(self.lrs) >= 1 and all(0 < lr < math.inf for lr in self.lrs), f"{key}.lrs",
+               f"must list positive, finite learning rates, got {self.lrs}")  # fmt: skip
+        _check(len(set(self.lrs)) == len(self.lrs), f"{key}.lrs", f"must not repeat, got {self.lrs}")
+        for name in ("weight_decay", "grad_clip"):
+            _check(0 <= getattr(self, name) < math.inf, f"{key}.{name}", "must not be negative, and finite")
+        _check(0 <= self.warmup_fraction < 1, f"{key}.warmup_fraction", "must be in [0, 1)")
+
+    def at(self, lr: float) -> Optimiser:
+        """This optimiser at one learning rate of the grid."""
+        return Optimiser(self.optimizer, lr, self.weight_decay, self.schedule, self.warmup_fraction, self.grad_clip)
+
+
+@dataclass(frozen=True)
 class DataHungerConfig:
     points: list[int]
     offline_sizes: list[int]
     paper_fractions: list[float]
-    steps: int
+    headline_point: int  # the point evaluate's table shows beside seed 000's arms (75 per class offline)
     batch_size: int
+    max_steps: int  # the cap; a run stops earlier when the validation loss stops improving
+    eval_every: int  # steps between validation scores
+    patience: int  # validation scores without a new best before a run stops
+    probe_regs: list[float]  # the few-shot probe's ridge grid, times the mean eigenvalue of X^T X
     logreg_max_per_class: int
     cnn_widths: list[int]
-    scratch: Optimiser  # one optimiser per arm (pipeline.arms.ARMS), all at the same steps and batch size
-    cnn: Optimiser
-    linear: Optimiser
-    finetune: Optimiser
+    scratch: GridOptimiser  # the trained arms' optimisers (pipeline.arms.TRAINED)
+    cnn: GridOptimiser
+    finetune: GridOptimiser
 
     def validate(self, key: str) -> None:
         _check(len(self.cnn_widths) >= 1 and min(self.cnn_widths) >= 1, f"{key}.cnn_widths",
@@ -200,6 +243,8 @@ class DataHungerConfig:
         _check(self.logreg_max_per_class >= 0, f"{key}.logreg_max_per_class", "must not be negative")
         _check(self.points == list(range(len(self.points))) and len(self.points) >= 1, f"{key}.points",
                f"must be 0, 1, ..., n-1 (dvc.yaml's sweep items, one per size), got {self.points}")  # fmt: skip
+        _check(self.headline_point in self.points, f"{key}.headline_point",
+               f"must be one of the points {self.points}, got {self.headline_point}")  # fmt: skip
         for name in ("offline_sizes", "paper_fractions"):
             values = getattr(self, name)
             _check(len(values) == len(self.points), f"{key}.{name}",
@@ -209,37 +254,27 @@ class DataHungerConfig:
         _check(all(1 <= n <= 6000 for n in self.offline_sizes), f"{key}.offline_sizes",
                "must be images per class between 1 and 6000 (Fashion-MNIST has 6000 per class)")  # fmt: skip
         _check(all(0 < f <= 1 for f in self.paper_fractions), f"{key}.paper_fractions", "must be in (0, 1]")
-        _check(self.steps >= 1, f"{key}.steps", f"must be at least 1, got {self.steps}")
-        _check(self.batch_size >= 1, f"{key}.batch_size", f"must be at least 1, got {self.batch_size}")
-        for arm in ("scratch", "cnn", "linear", "finetune"):
+        for name in ("batch_size", "max_steps", "eval_every", "patience"):
+            _check(getattr(self, name) >= 1, f"{key}.{name}", f"must be at least 1, got {getattr(self, name)}")
+        _check(len(self.probe_regs) >= 1 and all(0 < r < math.inf for r in self.probe_regs), f"{key}.probe_regs",
+               f"must list positive, finite ridge strengths, got {self.probe_regs}")  # fmt: skip
+        for arm in ("scratch", "cnn", "finetune"):
             getattr(self, arm).validate(f"{key}.{arm}")
 
 
-ABLATION_RECIPES = ("seed", "paper")
-ABLATION_OPTIONS = ("aug", "mean")
+# The collapse, isolated: seed 000's recipe with only its weight decay changed (pipeline/stages/ablation.py).
+AblationVariant = Literal["adam_l2", "adamw", "adam_no_decay"]
 
 
 @dataclass(frozen=True)
 class AblationConfig:
-    # A variant is a recipe, "seed" (train_scratch's optimiser) or "paper" (data_hunger.scratch's), plus
-    # options: "+aug" (random crop and flip), "+mean" (mean-pooled patch tokens instead of the class token).
-    variants: list[str]
+    variants: list[AblationVariant]
 
     def validate(self, key: str) -> None:
         _check(len(self.variants) >= 1, f"{key}.variants", "must list at least one variant")
         _check(
             len(set(self.variants)) == len(self.variants), f"{key}.variants", f"must not repeat, got {self.variants}"
         )
-        for variant in self.variants:
-            recipe, *options = variant.split("+")
-            _check(
-                recipe in ABLATION_RECIPES
-                and set(options) <= set(ABLATION_OPTIONS)
-                and len(set(options)) == len(options),
-                f"{key}.variants",
-                f"has {variant!r}; a variant is {' or '.join(ABLATION_RECIPES)} followed by any of "
-                f"{', '.join('+' + o for o in ABLATION_OPTIONS)}, e.g. paper+aug+mean",
-            )
 
 
 @dataclass(frozen=True)
@@ -256,6 +291,7 @@ class Params:
     linear_probe: LinearProbeConfig
     evaluate: EvaluateConfig
     images: ImagesConfig
+    validation: ValidationConfig
     data_hunger: DataHungerConfig
     ablation: AblationConfig
 
@@ -280,6 +316,16 @@ class Params:
     def scratch_recipe(self) -> ScratchRecipe:
         """The preset's from-scratch recipe: train_scratch.offline or train_scratch.paper."""
         return getattr(self.train_scratch, self.preset)
+
+    @property
+    def val_per_class(self) -> int:
+        """Validation images per class of the preset."""
+        return self.validation.offline_per_class if self.preset == "offline" else self.validation.paper_per_class
+
+    @property
+    def seed_arms_per_class(self) -> int | None:
+        """Training images per class of seed 000's two arms: offline.train_per_class, or (paper) every one."""
+        return self.offline.train_per_class if self.preset == "offline" else None
 
     @property
     def head_recipe(self) -> EpochRecipe:

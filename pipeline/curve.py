@@ -1,9 +1,11 @@
-"""The data-hunger curve: its sizes, the nested subsets it draws, its point files and their aggregation.
+"""The data-hunger curve: its sizes, the subsets it draws, its point files and their aggregation.
 
 Sizes: a point is an index into ``data_hunger.offline_sizes`` (images per class) or, for the paper
 preset, ``data_hunger.paper_fractions`` (times the largest class's count, each class clipped to what
-it has). Subsets are nested: each class's images are put in one fixed random order (seed
-``SUBSET_SEED``, never chosen by test score) and a size takes the first ``n`` of each class.
+it has). Every run seed draws its own subsets, nested across sizes: each class's training images are put
+in a random order drawn from the seed (``data.nested_indices``) and a size takes the first ``n`` of each
+class. Seed 000's arms (train_scratch, linear_probe) draw the same way, so a seed's 75 per class are the
+same images in the headline and on the curve. The validation split is never among them.
 """
 
 from __future__ import annotations
@@ -29,8 +31,18 @@ def point_path(arm: str, point: int):
 
 
 def sweep_train_set(preset: str, view: str) -> ImageSet:
-    """The training images the sweep draws from: offline, all 6000 per class; paper, the train split."""
+    """The training images every arm draws from: offline, the target classes' 5,900 per class left after
+    validation; paper, the train folder less its validation images."""
     return load_split(TRAIN_ALL if preset == "offline" else paths.prepared_split(view, "train"))
+
+
+def val_set(view: str) -> ImageSet:
+    return load_split(paths.prepared_split(view, "val"))
+
+
+def seed_subset(pool: ImageSet, per_class: int | None, seed: int) -> ImageSet:
+    """One seed's ``per_class`` images of each class from ``pool`` (None: all of it)."""
+    return pool.subset(nested_indices(pool.labels, per_class, seed))
 
 
 def sweep_sizes(cfg: DataHungerConfig, preset: str, labels: torch.Tensor, num_classes: int) -> list[int]:
@@ -74,22 +86,32 @@ def read_points(points: list[int], arms=ARMS) -> dict[str, list[dict]]:
     return summaries
 
 
-def baselines(train_all: ImageSet, test_set: ImageSet, sizes: list[int], logreg_max: int) -> dict[str, dict]:
-    """Chance, majority and (up to ``logreg_max`` per class) raw-pixel logistic regression at each size,
-    on the sweep's nested subsets. Larger sizes leave ``pixels_logreg`` out: sklearn's lbfgs takes minutes."""
+def baselines(
+    pool: ImageSet, test_set: ImageSet, sizes: list[int], logreg_max: int, seeds: list[int]
+) -> dict[str, dict]:
+    """Chance, majority and (up to ``logreg_max`` per class) a raw-pixel logistic regression at each size,
+    each the mean over the seeds' subsets. Larger sizes leave ``pixels_logreg`` out: sklearn's lbfgs takes
+    minutes. The like-for-like pixel baseline is the arm ``pixels`` (the few-shot probe on pixels)."""
     result = {}
     for n in sizes:
-        index = nested_indices(train_all.labels, n)
-        images, labels = train_all.images[index], train_all.labels[index]
-        result[str(n)] = baselines_of(
-            images, labels, test_set.images, test_set.labels, len(test_set.classes), with_pixels=n <= logreg_max
-        )
+        runs = [
+            baselines_of(
+                part.images,
+                part.labels,
+                test_set.images,
+                test_set.labels,
+                len(test_set.classes),
+                with_pixels=n is None or n <= logreg_max,
+            )  # fmt: skip
+            for part in (seed_subset(pool, n, seed) for seed in seeds)
+        ]
+        result[str(n)] = {key: sum(run[key] for run in runs) / len(runs) for key in runs[0]}
     return result
 
 
 def curve_csv(metrics: dict, arms) -> str:
     """The curve as a data series for `dvc plots` (``plots/data_hunger.csv``): one row per arm and size, with
-    the mean and std over seeds; the pixel probe is the arm ``pixels_logreg`` (its one fit per size)."""
+    the mean and std over seeds; the logistic regression on pixels is the series ``pixels_logreg``."""
     rows = ["arm,n_train_per_class,test_acc,test_acc_std"]
     for arm in arms:
         rows += [
@@ -102,6 +124,22 @@ def curve_csv(metrics: dict, arms) -> str:
     return "\n".join(rows) + "\n"
 
 
+VALIDATION_FIELDS = ["arm", "n_train_per_class", "seed", "lr", "step", "train_loss", "val_loss", "val_acc"]
+
+
+def validation_csv(summaries: dict[str, list[dict]]) -> str:
+    """Every trained run's validation curve at its chosen learning rate (``plots/validation.csv``)."""
+    rows = [",".join(VALIDATION_FIELDS)]
+    for arm, points in summaries.items():
+        for point in points:
+            for seed, run in point.get("runs", {}).items():
+                for record in run.get("curve", []):
+                    values = [arm, point["n_train_per_class"], seed, run["lr"], record["step"]]
+                    values += [f"{record[k]:.6g}" for k in ("train_loss", "val_loss", "val_acc")]
+                    rows.append(",".join(str(v) for v in values))
+    return "\n".join(rows) + "\n"
+
+
 def aggregate(summaries: dict[str, list[dict]], baseline: dict[str, dict]) -> dict:
     """``{arm: {n: {mean, std, per_seed}}}`` of test accuracy, with the baselines and the run settings."""
     result: dict = {
@@ -110,7 +148,28 @@ def aggregate(summaries: dict[str, list[dict]], baseline: dict[str, dict]) -> di
     first = next(iter(summaries.values()))[0]
     result["baselines"] = baseline
     result["trained_parameters"] = {arm: points[0]["trained_parameters"] for arm, points in summaries.items()}
+    # what each arm's runs did at each size: the final train loss, the step the best validation loss was
+    # reached, and the chosen learning rate (trained arms) or ridge (probes)
+    result["runs"] = {
+        arm: {str(s["n_train_per_class"]): {k: s[k] for k in RUN_SUMMARY if k in s} for s in points}
+        for arm, points in summaries.items()
+    }
     result["n_test"] = first["n_test"]
-    result["steps"] = first["steps"]
-    result["batch_size"] = first["batch_size"]
+    result["n_val"] = first["n_val"]
     return result
+
+
+RUN_SUMMARY = ("train_loss", "val_loss", "val_acc", "best_step", "steps", "lr", "reg", "stopped_at_cap")
+
+
+def read_json(path) -> dict:
+    if not path.is_file():
+        raise UserError(f"{path} is missing; run `dvc repro` (an earlier stage makes it)")
+    return json.loads(path.read_text())
+
+
+def protocol_arms(curve: dict, cfg: DataHungerConfig) -> dict:
+    """Every arm of the curve at ``cfg.headline_point``: ``{n_train_per_class, <arm>: {mean, std, per_seed}}``."""
+    sizes = sorted((int(n) for n in curve[ARMS[0]]), key=int)
+    n = str(sizes[cfg.headline_point])
+    return {"n_train_per_class": int(n), **{arm: curve[arm][n] for arm in ARMS}}

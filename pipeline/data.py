@@ -18,7 +18,7 @@ IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 FASHION_MNIST_MEAN, FASHION_MNIST_STD = (0.2860,), (0.3530,)
 # The pretrained view follows torchvision's ImageClassification transform: resize to 256, crop 224.
 RESIZE_RATIO = 256 / 224
-SUBSET_SEED = 0  # the fixed order each class's images are taken in; never chosen by looking at test scores
+VALIDATION_SEED = 1000  # which training images are held out for validation; fixed, apart from the run seeds
 
 
 @dataclass
@@ -39,6 +39,9 @@ class ImageSet:
 
     def __len__(self) -> int:
         return len(self.labels)
+
+    def subset(self, index: torch.Tensor) -> ImageSet:
+        return ImageSet(self.images[index], self.labels[index], list(self.classes), self.mean, self.std)
 
     def normalise(self, images: torch.Tensor) -> torch.Tensor:
         return normalise(images, self.mean, self.std)
@@ -93,18 +96,6 @@ def batch_preparer(image_set: ImageSet, augment_train: bool):
         return image_set.normalise(images)
 
     return prepare
-
-
-def few_shot_indices(labels: np.ndarray, class_ids: list[int], per_class: int, seed: int) -> np.ndarray:
-    """Sorted indices of ``per_class`` images of each class, drawn with a fixed seed (not the test score)."""
-    rng = np.random.default_rng(seed)
-    chosen = []
-    for class_id in class_ids:
-        candidates = np.flatnonzero(labels == class_id)
-        if len(candidates) < per_class:
-            raise UserError(f"class {class_id} has {len(candidates)} training images, fewer than {per_class} requested")
-        chosen.append(rng.choice(candidates, size=per_class, replace=False))
-    return np.sort(np.concatenate(chosen))
 
 
 def subset(images: np.ndarray, labels: np.ndarray, indices: np.ndarray, class_ids: list[int]) -> tuple:
@@ -221,11 +212,11 @@ def load_split(path: Path) -> ImageSet:
     return ImageSet.load(path)
 
 
-def nested_indices(labels: torch.Tensor, per_class: int, seed: int = SUBSET_SEED) -> torch.Tensor:
-    """Sorted indices of the first ``per_class`` images of each class in a fixed per-class order.
+def nested_indices(labels: torch.Tensor, per_class: int | None, seed: int) -> torch.Tensor:
+    """Sorted indices of the first ``per_class`` images of each class in a per-class order drawn from ``seed``.
 
-    The order depends only on ``labels`` and ``seed``, so a smaller size is a subset of a larger one.
-    A class with fewer images contributes all it has.
+    The order depends only on ``labels`` and ``seed``, so within a seed a smaller size is a subset of a larger
+    one; each seed draws its own subsets. A class with fewer images (or ``per_class`` None) gives all it has.
     """
     rng = np.random.default_rng(seed)
     labels_np = labels.numpy()
@@ -236,7 +227,23 @@ def nested_indices(labels: torch.Tensor, per_class: int, seed: int = SUBSET_SEED
     return torch.from_numpy(np.sort(np.concatenate(chosen)))
 
 
-SPLIT_SEED = 0  # which few-shot images are drawn; fixed, never chosen by looking at test scores
+def split_validation(labels: torch.Tensor, per_class: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(training, validation) sorted indices: ``per_class`` images of each class (drawn with
+    :data:`VALIDATION_SEED`) are validation, the rest training.
+
+    Raises:
+        UserError: a class has no more than ``per_class`` images, so nothing would be left to train on.
+    """
+    counts = torch.bincount(labels)
+    if int(counts.min()) <= per_class:
+        raise UserError(
+            f"validation takes {per_class} images per class but a class has only {int(counts.min())} training "
+            "images; lower validation.*_per_class in params.yaml"
+        )
+    val = nested_indices(labels, per_class, VALIDATION_SEED)
+    keep = torch.ones(len(labels), dtype=torch.bool)
+    keep[val] = False
+    return torch.nonzero(keep).flatten(), val
 
 
 SINGLE_VIEW = ("pool_train", "pool_test", "train_all")  # saved once as data/prepared/<split>.pt, not per arm
@@ -271,20 +278,26 @@ def paper_views(scratch: tuple[int, int], pretrained: tuple[int, int]) -> dict[s
     }
 
 
-def prepare_image_folder(root: Path, out: Path, views: dict[str, tuple], max_pixels: int) -> dict:
-    """Decodes an ImageFolder tree once per view (see :func:`paper_views`) into ``out``; returns the
-    classes, counts per split and manifest rows."""
+def prepare_image_folder(root: Path, out: Path, views: dict[str, tuple], max_pixels: int, val_per_class: int) -> dict:
+    """Decodes an ImageFolder tree once per view (see :func:`paper_views`) into ``out``: the train folder's
+    images split into ``train`` and ``val`` (``val_per_class`` per class, the same images in every view), and
+    ``test``. Returns the classes, counts per split and manifest rows."""
     classes, files = list_image_folder(root)
     manifest, counts = [], {}
     for view, (image_size, channels, mode, mean, std) in views.items():
-        for split, pairs in files.items():
+        for folder, pairs in files.items():
             images = torch.stack([decode_image(path, image_size, mode, channels, max_pixels) for path, _ in pairs])
             labels = torch.tensor([label for _, label in pairs], dtype=torch.int64)
-            ImageSet(images, labels, classes, tuple(mean[:channels]), tuple(std[:channels])).save(
-                split_file(out, view, split)
-            )
-            if view == "scratch":
-                sources = [str(path.relative_to(root)) for path, _ in pairs]
-                manifest += manifest_rows(split, images, labels, classes, sources)
-                counts[split] = len(labels)
+            sources = [str(path.relative_to(root)) for path, _ in pairs]
+            whole = ImageSet(images, labels, classes, tuple(mean[:channels]), tuple(std[:channels]))
+            if folder == "test":
+                parts = {"test": torch.arange(len(labels))}
+            else:
+                parts = dict(zip(("train", "val"), split_validation(labels, val_per_class), strict=True))
+            for split, index in parts.items():
+                whole.subset(index).save(split_file(out, view, split))
+                if view == "scratch":
+                    picked = [sources[i] for i in index.tolist()]
+                    manifest += manifest_rows(split, images[index], labels[index], classes, picked)
+                    counts[split] = len(index)
     return {"classes": classes, "pool_classes": [], "counts": counts, "manifest": manifest}

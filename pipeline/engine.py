@@ -15,7 +15,7 @@ from pipeline.runtime import Runtime
 
 # Turns a batch of stored inputs (uint8 images or float features) into model inputs.
 PrepareBatch = Callable[[torch.Tensor, bool, torch.Generator], torch.Tensor]
-RecordCallback = Callable[[dict], None]
+RecordCallback = Callable[[dict], bool | None]  # a true return stops training after this record
 
 
 @dataclass(frozen=True)
@@ -157,7 +157,7 @@ def train(
     (the record's number: an epoch where ``record_every`` is an epoch's steps), ``step``, ``train_loss`` and
     ``train_acc`` over every image since the last record (weighted per image) and, for each named set in
     ``evaluations``, ``<name>_loss`` and ``<name>_acc`` over all of it, scored through ``prepare`` with
-    training off.
+    training off. ``on_record`` sees each record; a true return ends training there.
 
     Raises:
         NonFiniteLossError: the loss became NaN or infinite, with the epoch, step and likely cause.
@@ -213,10 +213,55 @@ def train(
                     result = evaluate(model, eval_inputs, eval_labels, runtime, eval_batch_size, prepare)
                     record.update({f"{name}_loss": result.loss, f"{name}_acc": result.accuracy})
                 history.append(record)
-                if on_record is not None:
-                    on_record(record)
                 loss_sum, correct, seen = 0.0, 0, 0
+                if on_record is not None and on_record(record):
+                    break
     return history
+
+
+@dataclass(frozen=True)
+class Stopping:
+    """The validation rule every trained arm of the curve follows: score the validation split every
+    ``eval_every`` steps, stop after ``patience`` scores without a lower loss or at the recipe's step cap,
+    keep the weights of the best score."""
+
+    eval_every: int
+    patience: int
+
+
+def train_until_plateau(
+    model: nn.Module,
+    inputs: torch.Tensor,
+    labels: torch.Tensor,
+    recipe: Recipe,
+    runtime: Runtime,
+    generator: torch.Generator,
+    *,
+    val: tuple[torch.Tensor, torch.Tensor],
+    stopping: Stopping,
+    prepare: PrepareBatch = identity_batch,
+    eval_batch_size: int = 256,
+    description: str = "train",
+) -> tuple[list[dict], dict]:
+    """:func:`train` under the validation rule (:class:`Stopping`); leaves the best-validation weights in
+    ``model`` and returns every record and the best one. Records have ``val_loss`` and ``val_acc``."""
+    best: dict = {}
+    best_state: dict[str, torch.Tensor] = {}
+
+    def keep_best(record: dict) -> bool:
+        if not best or record["val_loss"] < best["val_loss"]:
+            best.clear()
+            best.update(record)
+            best_state.clear()
+            best_state.update({k: v.detach().clone() for k, v in model.state_dict().items()})
+        return record["step"] - best["step"] >= stopping.patience * stopping.eval_every
+
+    history = train(
+        model, inputs, labels, recipe, runtime, generator, prepare=prepare, record_every=stopping.eval_every,
+        evaluations={"val": val}, eval_batch_size=eval_batch_size, on_record=keep_best, description=description,
+    )  # fmt: skip
+    model.load_state_dict(best_state)
+    return history, dict(best)
 
 
 def distributed(model: nn.Module, runtime: Runtime) -> nn.Module:

@@ -10,6 +10,7 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from pipeline import paths
 from pipeline.config import FASHION_MNIST_CLASSES
@@ -17,12 +18,11 @@ from pipeline.data import (
     FASHION_MNIST_MEAN,
     FASHION_MNIST_STD,
     SINGLE_VIEW,
-    SPLIT_SEED,
     ImageSet,
-    few_shot_indices,
     fit_to_model,
     manifest_rows,
     split_file,
+    split_validation,
     subset,
 )
 from pipeline.errors import UserError
@@ -247,21 +247,25 @@ def _decompress_to(src: Path, out: Path) -> str:
     return digest.hexdigest()
 
 
-def prepare_offline(raw: Path, out: Path, classes: list[str], train_per_class: int, image_size: int,
+def prepare_offline(raw: Path, out: Path, classes: list[str], val_per_class: int, image_size: int,
                     channels: int) -> dict:  # fmt: skip
     """The offline preset's splits from the IDX files in ``raw`` into ``out``: the target ``classes``'
-    few-shot train set and whole test set, every training image of those classes (``train_all``, the
-    curve's pool), and the pretraining pool (every image of the other classes, train and test), each
-    resized to ``image_size`` with ``channels`` channels. Returns classes, counts and manifest rows."""
+    validation images (``val_per_class`` per class) and whole test set, every other training image of those
+    classes (``train_all``, from which every arm draws its training subsets), and the pretraining pool (every
+    image of the other classes, train and test), each resized to ``image_size`` with ``channels`` channels.
+    Returns classes, counts and manifest rows."""
     train_images, train_labels = read_idx(raw / "train-images-idx3-ubyte"), read_idx(raw / "train-labels-idx1-ubyte")
     test_images, test_labels = read_idx(raw / "t10k-images-idx3-ubyte"), read_idx(raw / "t10k-labels-idx1-ubyte")
     target = [FASHION_MNIST_CLASSES.index(name) for name in classes]
     pool = [i for i in range(len(FASHION_MNIST_CLASSES)) if i not in target]
     target_names, pool_names = list(classes), [FASHION_MNIST_CLASSES[i] for i in pool]
 
-    few_shot = few_shot_indices(train_labels, target, train_per_class, SPLIT_SEED)
+    target_train = np.flatnonzero(np.isin(train_labels, target))
+    remap = {class_id: i for i, class_id in enumerate(target)}
+    target_labels = torch.tensor([remap[int(label)] for label in train_labels[target_train]])
+    train_part, val_part = split_validation(target_labels, val_per_class)
     splits = {
-        "train": (train_images, train_labels, few_shot, target, target_names, "train"),
+        "val": (train_images, train_labels, target_train[val_part.numpy()], target, target_names, "train"),
         "test": (test_images, test_labels, np.flatnonzero(np.isin(test_labels, target)), target, target_names, "t10k"),
         "pool_train": (
             train_images,
@@ -272,15 +276,8 @@ def prepare_offline(raw: Path, out: Path, classes: list[str], train_per_class: i
             "train",
         ),
         "pool_test": (test_images, test_labels, np.flatnonzero(np.isin(test_labels, pool)), pool, pool_names, "t10k"),
-        # Every training image of the target classes (18,000, 14 MB): the data-hunger sweep's nested subsets.
-        "train_all": (
-            train_images,
-            train_labels,
-            np.flatnonzero(np.isin(train_labels, target)),
-            target,
-            target_names,
-            "train",
-        ),
+        # The target classes' other training images (17,700, 14 MB): every arm's training subsets.
+        "train_all": (train_images, train_labels, target_train[train_part.numpy()], target, target_names, "train"),
     }
     manifest, counts = [], {}
     for split, (images, labels, indices, class_ids, names, source) in splits.items():

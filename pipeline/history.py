@@ -9,7 +9,8 @@ from pathlib import Path
 
 from pipeline.files import write_text
 
-FIELDS = ["epoch", "train_loss", "train_acc", "test_loss", "test_acc"]
+FIELDS = ["epoch", "train_loss", "train_acc", "val_loss", "val_acc"]  # the arms: validation every epoch
+POOL_FIELDS = ["epoch", "train_loss", "train_acc", "test_loss", "test_acc"]  # the backbone: its pool's test set
 
 
 def history_csv(history: list[dict], fields: list[str] = FIELDS) -> str:

@@ -22,7 +22,7 @@ HEADLINE_VIEWS = {"scratch": "scratch", "linear": "pretrained"}
 
 
 def prepared_split(view: str, split: str) -> Path:
-    """``view`` is one of :data:`VIEWS`; ``split`` is train or test."""
+    """``view`` is one of :data:`VIEWS`; ``split`` is train (paper preset), val or test."""
     return PREPARED / view / f"{split}.pt"
 
 

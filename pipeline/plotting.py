@@ -13,12 +13,14 @@ from pipeline.data import ImageSet
 from pipeline.files import atomic_path
 
 # One colour and label per arm (pipeline.arms.ARMS), in every plot.
-COLOURS = {"scratch": "tab:red", "cnn": "tab:orange", "linear": "tab:blue", "finetune": "tab:green"}
+COLOURS = {"scratch": "tab:red", "cnn": "tab:orange", "linear": "tab:blue", "finetune": "tab:green",
+           "pixels": "tab:grey"}  # fmt: skip
 LABELS = {
     "scratch": "ViT from scratch",
     "cnn": "small ResNet from scratch",
     "linear": "pretrained ViT, frozen + linear head",
-    "finetune": "pretrained ViT, fine-tuned",
+    "finetune": "pretrained ViT, probe then fine-tune",
+    "pixels": "few-shot probe on raw pixels",
 }
 ATTENTION_LABELS = {"scratch": "from scratch", "linear": "pretrained + head"}  # short, for small panels
 
@@ -36,8 +38,8 @@ def plot_curves(plt, histories: dict[str, list[dict]], baselines: dict) -> None:
             epochs = [r["epoch"] for r in seed_rows]
             for axis, key in zip(axes, ("loss", "acc"), strict=True):
                 first = seed == rows[0]["seed"]
-                axis.plot(epochs, [r[f"test_{key}"] for r in seed_rows], color=COLOURS[arm],
-                          label=f"{LABELS[arm]}: test" if first else None)  # fmt: skip
+                axis.plot(epochs, [r[f"val_{key}"] for r in seed_rows], color=COLOURS[arm],
+                          label=f"{LABELS[arm]}: validation" if first else None)  # fmt: skip
                 axis.plot(epochs, [r[f"train_{key}"] for r in seed_rows], color=COLOURS[arm], linestyle=":",
                           alpha=0.7, label=f"{LABELS[arm]}: train" if first else None)  # fmt: skip
     axes[1].axhline(baselines["chance"], color="grey", linestyle="--", label="chance")
@@ -66,21 +68,32 @@ def plot_confusion(plt, matrices: dict) -> None:
 
 
 def plot_comparison(plt, metrics: dict) -> None:
-    figure, axis = plt.subplots(figsize=(6.5, 4.2))
-    for x, arm in enumerate(paths.HEADLINE_VIEWS):
-        acc = metrics[arm]["test_acc"]
-        axis.bar(x, acc["mean"], yerr=acc["std"], color=COLOURS[arm], alpha=0.8, capsize=6)
-        axis.scatter([x] * len(acc["per_seed"]), acc["per_seed"], color="black", s=12, zorder=3)
-        axis.text(x, acc["mean"] + acc["std"] + 0.02, f"{acc['mean']:.3f}", ha="center")
+    """Seed 000's two arms as the seed ran them, then every arm of the protocol at the headline size."""
+    figure, axis = plt.subplots(figsize=(9, 4.4))
+    protocol = metrics["protocol"]
+    bars = [(arm, metrics[arm]["test_acc"], "seed 000's recipe") for arm in paths.HEADLINE_VIEWS]
+    bars += [(arm, protocol[arm], "protocol") for arm in ARM_ORDER]
+    for x, (arm, acc, kind) in enumerate(bars):
+        axis.bar(x, acc["mean"], yerr=acc["std"], color=COLOURS[arm], alpha=0.8 if kind == "protocol" else 0.45,
+                 capsize=5, hatch=None if kind == "protocol" else "//")  # fmt: skip
+        axis.scatter([x] * len(acc["per_seed"]), acc["per_seed"], color="black", s=10, zorder=3)
+        axis.text(x, acc["mean"] + acc["std"] + 0.02, f"{acc['mean']:.3f}", ha="center", fontsize=8)
     styles = {"chance": ":", "majority": "--", "pixels_logreg": "-."}
     for name, value in metrics["baselines"].items():
         axis.axhline(value, color="grey", linestyle=styles[name], label=f"{name} {value:.3f}")
-    axis.set_xticks(range(len(paths.HEADLINE_VIEWS)), [LABELS[a] for a in paths.HEADLINE_VIEWS], fontsize=8)
+    names = [f"{LABELS[arm]}\n({'seed 000' if kind != 'protocol' else 'protocol'})" for arm, _, kind in bars]
+    axis.set_xticks(range(len(bars)), names, fontsize=6.5, rotation=25, ha="right")
+    axis.axvline(len(paths.HEADLINE_VIEWS) - 0.5, color="black", linewidth=0.8)
     axis.set(ylabel="test accuracy (per image)", ylim=(0, 1.05),
-             title=f"{metrics['preset']}: {metrics['n_train']} training images, {metrics['n_test']} test")  # fmt: skip
-    axis.legend(fontsize=8, loc="upper left")
+             title=f"{metrics['preset']}: {protocol['n_train_per_class']} training images per class, "
+                   f"{metrics['n_test']} test; left: seed 000's recipe, right: the protocol")  # fmt: skip
+    axis.title.set_fontsize(8)
+    axis.legend(fontsize=7, loc="upper left")
     save(figure, "comparison.png")
     plt.close(figure)
+
+
+ARM_ORDER = ("scratch", "cnn", "pixels", "linear", "finetune")  # pipeline.arms.ARMS, in the table's order
 
 
 def plot_size(plt, metrics: dict) -> None:
@@ -98,35 +111,48 @@ def plot_size(plt, metrics: dict) -> None:
     plt.close(figure)
 
 
-def ablation_csv(ablation: dict) -> str:
-    """The ablation as a data series for `dvc plots` (``plots/ablation.csv``): variant, mean and std over seeds."""
-    rows = ["variant,test_acc,test_acc_std"]
-    for variant in ablation["order"]:
-        acc = ablation["variants"][variant]["test_acc"]
-        rows.append(f"{variant},{acc['mean']:.6g},{acc['std']:.6g}")
+SERIES = ("weight_rms", "attention0_rms", "train_loss", "val_loss")  # the ablation's per-epoch series
+
+
+def epochs_csv(epochs: dict[str, list[dict]]) -> str:
+    """The ablation per epoch (``plots/ablation.csv``, for `dvc plots`): ``epoch,<variant>_<series>...``,
+    one row per epoch (0 = initialisation, which has no loss yet), means over seeds."""
+    columns = [f"{variant}_{key}" for variant in epochs for key in SERIES]
+    rows = ["epoch," + ",".join(columns)]
+    for i in range(len(next(iter(epochs.values())))):
+        values = [epochs[v][i].get(k) for v in epochs for k in SERIES]
+        rows.append(f"{i}," + ",".join("" if x is None else f"{x:.6g}" for x in values))
     return "\n".join(rows) + "\n"
 
 
-def plot_ablation(plt, ablation: dict, metrics: dict) -> None:
-    """Test accuracy of each recipe variant of the from-scratch ViT, against the pretrained arm."""
-    order = ablation["order"]
-    figure, axis = plt.subplots(figsize=(7, 4.2))
-    for x, variant in enumerate(order):
+def read_epochs_csv(text: str) -> dict[str, list[float | None]]:
+    import csv
+    import io
+
+    rows = list(csv.DictReader(io.StringIO(text)))
+    return {key: [float(r[key]) if r[key] else None for r in rows] for key in rows[0]}
+
+
+def plot_ablation(plt, ablation: dict, series: dict[str, list[float | None]]) -> None:
+    """The collapse, isolated: each decay variant's weight RMS and train loss per epoch, test accuracy in the
+    legend (mean over seeds)."""
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4))
+    styles = {"adam_l2": "tab:red", "adamw": "tab:blue", "adam_no_decay": "tab:green"}
+    for variant in ablation["order"]:
         acc = ablation["variants"][variant]["test_acc"]
-        axis.bar(x, acc["mean"], yerr=acc["std"], color=COLOURS["scratch"], alpha=0.8, capsize=6)
-        axis.scatter([x] * len(acc["per_seed"]), acc["per_seed"], color="black", s=12, zorder=3)
-        axis.text(x, acc["mean"] + acc["std"] + 0.02, f"{acc['mean']:.3f}", ha="center")
-    linear = metrics["linear"]["test_acc"]["mean"]
-    axis.axhline(linear, color=COLOURS["linear"], label=f"{LABELS['linear']} {linear:.3f}")
-    styles = {"chance": ":", "majority": "--", "pixels_logreg": "-."}
-    for name, value in ablation["baselines"].items():
-        axis.axhline(value, color="grey", linestyle=styles[name], label=f"{name} {value:.3f}")
-    axis.set_xticks(range(len(order)), order, fontsize=8)
-    axis.set(xlabel="recipe (seed | paper) + options (aug: crop and flip, mean: mean-pooled patch tokens)",
-             ylabel="test accuracy (per image)", ylim=(0, 1.05),
-             title=f"ViT from scratch, {ablation['n_train']} training images, "
-                   f"{ablation['steps']} steps of {ablation['batch_size']}")  # fmt: skip
-    axis.legend(fontsize=7, loc="upper left")
+        label = f"{variant}: test {acc['mean']:.3f}, collapse {ablation['variants'][variant]['collapse']['mean']:.2f}"
+        axes[0].plot(series["epoch"], series[f"{variant}_weight_rms"], "o-", color=styles[variant], label=label)
+        epochs = [e for e, v in zip(series["epoch"], series[f"{variant}_train_loss"], strict=True) if v is not None]
+        losses = [v for v in series[f"{variant}_train_loss"] if v is not None]
+        axes[1].plot(epochs, losses, "o-", color=styles[variant], label=variant)
+    axes[0].set_yscale("log")
+    axes[0].set(xlabel="epoch (0: initialisation)", ylabel="RMS of the weight matrices (log)",
+                title=f"Weights (lr {ablation['lr']:g}, decay {ablation['weight_decay']:g})")  # fmt: skip
+    axes[1].axhline(float(np.log(len(ablation.get("classes", [0, 0, 0])))), color="grey", linestyle=":",
+                    label="ln K (a constant prediction)")  # fmt: skip
+    axes[1].set(xlabel="epoch", ylabel="train cross-entropy", title=f"{ablation['n_train']} training images")
+    for axis in axes:
+        axis.legend(fontsize=7)
     save(figure, "ablation.png")
     plt.close(figure)
 
@@ -242,4 +268,32 @@ def plot_data_hunger(metrics: dict, arms, title: str) -> None:
              title=title)  # fmt: skip
     axis.legend(fontsize=8, loc="lower right")
     save(figure, "data_hunger.png")
+    plt.close(figure)
+
+
+def plot_validation(summaries: dict[str, list[dict]], max_steps: int) -> None:
+    """Every trained arm's validation loss against steps at each size (first seed, chosen learning rate), the
+    best step marked: what the validation rule saw when it stopped each run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    trained = {arm: points for arm, points in summaries.items() if "lr" in points[0]}
+    figure, axes = plt.subplots(1, len(trained), figsize=(4.2 * len(trained), 3.8), squeeze=False, sharey=True)
+    cmap = plt.get_cmap("viridis")
+    for axis, (arm, points) in zip(axes[0], trained.items(), strict=True):
+        for index, point in enumerate(points):
+            run = next(iter(point["runs"].values()))
+            steps = [r["step"] for r in run["curve"]]
+            colour = cmap(index / max(1, len(points) - 1))
+            axis.plot(steps, [r["val_loss"] for r in run["curve"]], color=colour,
+                      label=f"{point['n_train_per_class']}/class, lr {run['lr']:g}")  # fmt: skip
+            axis.plot(steps, [r["train_loss"] for r in run["curve"]], color=colour, linestyle=":", alpha=0.6)
+            axis.plot([run["best_step"]], [run["val_loss"]], "o", color=colour)
+        axis.set(title=LABELS[arm], xlabel=f"step (cap {max_steps})", xlim=(0, max_steps))
+        axis.legend(fontsize=7)
+    axes[0][0].set(ylabel="cross-entropy (solid: validation, dotted: train)")
+    figure.suptitle("Validation loss per run (first seed); the dot is the kept, best-validation step", fontsize=9)
+    save(figure, "validation.png")
     plt.close(figure)

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from torch import nn
 
-from pipeline.arms.common import Curve, curve_recipe, load_point, seeded_run
+from pipeline.arms.common import Curve, fit_seed, load_point
+from pipeline.data import ImageSet
 
 VIEW = "scratch"  # the same inputs as the from-scratch ViT
 
@@ -62,12 +63,10 @@ def point_data(curve: Curve, point: int) -> dict:
     return load_point(curve, VIEW, point)
 
 
-def run_seed(curve: Curve, data: dict, seed: int) -> tuple[dict, float, float, int]:
-    """One curve run: ``data_hunger.cnn``'s optimiser (set equal to the from-scratch ViT's) and the same budget."""
-    recipe = curve_recipe(curve.config, "cnn")
+def run_seed(curve: Curve, data: dict, seed: int, lr: float) -> dict:
+    """One seed at one learning rate of ``data_hunger.cnn.lrs`` (the same grid and rule as the ViT's)."""
 
-    def build() -> nn.Sequential:
-        in_channels = data["train_inputs"].shape[1]
-        return small_resnet(in_channels, data["num_classes"], tuple(curve.config.cnn_widths))
+    def build(train_set: ImageSet) -> nn.Sequential:
+        return small_resnet(train_set.images.shape[1], data["num_classes"], tuple(curve.config.cnn_widths))
 
-    return seeded_run(curve, data, seed, recipe, build, f"cnn seed {seed}")
+    return fit_seed(curve, data, seed, lr, "cnn", build)

@@ -5,13 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import torch
 from torch import nn
 
 from pipeline import paths
 from pipeline.config import DataHungerConfig
-from pipeline.curve import sweep_sizes, sweep_train_set
-from pipeline.data import batch_preparer, load_split, nested_indices
-from pipeline.engine import Recipe, budget_batches, count_parameters, evaluate, train
+from pipeline.curve import seed_subset, sweep_sizes, sweep_train_set, val_set
+from pipeline.data import ImageSet, batch_preparer, load_split
+from pipeline.engine import Recipe, Stopping, count_parameters, evaluate, train_until_plateau
+from pipeline.metrics import spread
+from pipeline.probe import Probe
 from pipeline.runtime import Runtime, seed_everything
 
 
@@ -22,53 +25,102 @@ class Curve:
     preset: str  # offline | paper: where the training images come from and how sizes are read
     model_name: str  # the from-scratch arms' ViT preset
     backbone_model: str  # the pretrained backbone's ViT preset
-    config: DataHungerConfig  # sizes, steps, batch size and each arm's optimiser
+    config: DataHungerConfig  # sizes, the validation rule, batch size and each arm's optimiser
     eval_batch_size: int
     runtime: Runtime
 
 
-def curve_recipe(cfg: DataHungerConfig, arm: str) -> Recipe:
-    """An arm's optimiser (``data_hunger.<arm>``) at the curve's batch size, for its fixed step budget."""
-    return Recipe.of(getattr(cfg, arm), cfg.batch_size, cfg.steps)
-
-
 def load_point(curve: Curve, view: str, point: int) -> dict:
-    """The nested subset for ``point`` and the whole test set, as images of ``view``'s transform."""
-    train_all = sweep_train_set(curve.preset, view)
+    """A point's size and the sets of ``view``'s transform: the pool every seed draws from, validation, test."""
+    pool = sweep_train_set(curve.preset, view)
     test_set = load_split(paths.prepared_split(view, "test"))
-    num_classes = len(train_all.classes)
-    n = sweep_sizes(curve.config, curve.preset, train_all.labels, num_classes)[point]
-    index = nested_indices(train_all.labels, n)
+    num_classes = len(pool.classes)
     return {
-        "n": n,
+        "n": sweep_sizes(curve.config, curve.preset, pool.labels, num_classes)[point],
         "num_classes": num_classes,
-        "train_all": train_all,
-        "train_inputs": train_all.images[index],
-        "train_labels": train_all.labels[index],
-        "test_inputs": test_set.images,
-        "test_labels": test_set.labels,
-        "prepare": batch_preparer(train_all, augment_train=True),
-        "test_prepare": batch_preparer(test_set, augment_train=False),
+        "pool": pool,
+        "val": val_set(view),
+        "test": test_set,
+        "prepare": batch_preparer(pool, augment_train=True),
+        "score": batch_preparer(test_set, augment_train=False),
     }
 
 
-def seeded_run(
-    curve: Curve, data: dict, seed: int, recipe: Recipe, build_model: Callable[[], nn.Module], description: str
-) -> tuple[dict, float, float, int]:
-    """One run of an arm on the curve: seeds everything, builds the model, trains it for the fixed step budget
-    (:func:`budget_batches` of the point's images) and tests it once on the whole test set.
-
-    Returns the last training record, test accuracy, test loss and the number of trained parameters.
-    """
+def fit_seed(
+    curve: Curve, data: dict, seed: int, lr: float, arm: str, build_model: Callable[[ImageSet], nn.Module]
+) -> dict:
+    """One trained run: the seed's subset, ``data_hunger.<arm>`` at ``lr``, trained under the validation rule
+    (best-validation weights kept), then tested once on the whole test set."""
     cfg, runtime = curve.config, curve.runtime
     generator = seed_everything(seed)
-    model = build_model().to(runtime.device)
-    batches = budget_batches(len(data["train_labels"]), cfg.steps, cfg.batch_size, generator)
-    history = train(
-        model, data["train_inputs"], data["train_labels"], recipe, runtime, generator,
-        batches=batches, prepare=data["prepare"], description=description,
+    train_set = seed_subset(data["pool"], data["n"], seed)
+    model = build_model(train_set).to(runtime.device)
+    recipe = Recipe.of(getattr(cfg, arm).at(lr), cfg.batch_size, cfg.max_steps)
+    history, best = train_until_plateau(
+        model, train_set.images, train_set.labels, recipe, runtime, generator,
+        val=(data["val"].images, data["val"].labels), stopping=Stopping(cfg.eval_every, cfg.patience),
+        prepare=data["prepare"], eval_batch_size=curve.eval_batch_size, description=f"{arm} seed {seed} lr {lr:g}",
     )  # fmt: skip
-    result = evaluate(
-        model, data["test_inputs"], data["test_labels"], runtime, curve.eval_batch_size, data["test_prepare"]
-    )
-    return history[-1], result.accuracy, result.loss, count_parameters(model, trainable_only=True)
+    result = evaluate(model, data["test"].images, data["test"].labels, runtime, curve.eval_batch_size, data["score"])
+    return {
+        "lr": lr,
+        "test_acc": result.accuracy,
+        "test_loss": result.loss,
+        "train_loss": history[-1]["train_loss"],
+        "best_train_loss": best["train_loss"],
+        "val_loss": best["val_loss"],
+        "val_acc": best["val_acc"],
+        "best_step": best["step"],
+        "steps": history[-1]["step"],
+        "stopped_at_cap": history[-1]["step"] == cfg.max_steps,
+        "trained_parameters": count_parameters(model, trainable_only=True),
+        "curve": [{k: r[k] for k in ("step", "train_loss", "val_loss", "val_acc")} for r in history],
+    }
+
+
+def probe_record(probe: Probe, train: tuple, test: tuple, num_classes: int) -> dict:
+    """A few-shot probe's run: test accuracy, the train objective (mean squared error to the {-1, 1}
+    targets), the chosen ridge and its validation accuracy."""
+    from pipeline.probe import accuracy, targets
+
+    (train_x, train_y), (test_x, test_y) = train, test
+    residual = probe.logits(train_x).double() - targets(train_y, num_classes)
+    return {
+        "test_acc": accuracy(probe.logits(test_x), test_y),
+        "train_loss": residual.pow(2).mean().item(),
+        "train_acc": accuracy(probe.logits(train_x), train_y),
+        "val_acc": probe.val_acc,
+        "reg": probe.reg,
+        "trained_parameters": probe.weight.numel() + probe.bias.numel(),
+    }
+
+
+PER_RUN = ("test_acc", "test_loss", "train_loss", "val_loss", "val_acc", "best_step", "steps")
+
+
+def point_summary(arm: str, point: int, data: dict, runs: dict[int, dict], lr_trials: dict[str, float]) -> dict:
+    """A sweep item's JSON: sizes, each per-run number as mean/std/per-seed, every run's record (with its
+    validation curve), and the learning-rate trials (trained arms) or chosen ridges (probes)."""
+    first = runs[next(iter(runs))]
+    summary = {
+        "arm": arm,
+        "point": point,
+        "n_train_per_class": data["n"],
+        "n_train": len(seed_subset(data["pool"], data["n"], next(iter(runs)))),
+        "n_val": len(data["val"]),
+        "n_test": len(data["test"]),
+        "trained_parameters": first["trained_parameters"],
+        **{key: spread([float(r[key]) for r in runs.values()]) for key in PER_RUN if key in first},
+        "runs": {str(seed): run for seed, run in runs.items()},
+    }
+    if "lr" in first:
+        summary |= {"lr": first["lr"], "lr_trials": lr_trials,
+                    "stopped_at_cap": sum(r["stopped_at_cap"] for r in runs.values())}  # fmt: skip
+    if "reg" in first:
+        summary["reg"] = [r["reg"] for r in runs.values()]
+    return summary
+
+
+def flat_pixels(image_set: ImageSet) -> torch.Tensor:
+    """Normalised images as (N, C*H*W) vectors: the pixel probe's features."""
+    return image_set.normalise(image_set.images).flatten(1)

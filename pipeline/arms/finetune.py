@@ -1,31 +1,39 @@
-"""Arm ``finetune``: the whole pretrained backbone trained with a new zero-initialised head, as the paper
-fine-tunes (section 3.2)."""
+"""Arm ``finetune``: linear probe, then fine-tune (paper section 3.2 fine-tunes the whole network; starting
+the head from the probe's solution keeps the first steps from wrecking the features with a random head).
+The head starts as the few-shot probe of this seed's subset (``linear``'s), then every weight trains
+under the validation rule."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from pipeline.arms.common import Curve, curve_recipe, load_point, seeded_run
-from pipeline.model import ViT
-from pipeline.pretraining import load_backbone
+import torch
 
-VIEW = "pretrained"
+from pipeline.arms import linear
+from pipeline.arms.common import Curve, fit_seed
+from pipeline.data import ImageSet
+from pipeline.model import ViT
+
+VIEW = linear.VIEW
 
 
 def point_data(curve: Curve, point: int) -> dict:
-    data = load_point(curve, VIEW, point)
-    data["backbone"] = load_backbone(curve.backbone_model, curve.runtime)
-    return data
+    return linear.point_data(curve, point)
 
 
-def run_seed(curve: Curve, data: dict, seed: int) -> tuple[dict, float, float, int]:
-    """One curve run: ``data_hunger.finetune``'s optimiser (the paper's recipe) for the fixed step budget."""
-    recipe = curve_recipe(curve.config, "finetune")
+def run_seed(curve: Curve, data: dict, seed: int, lr: float) -> dict:
+    """One seed at one learning rate of ``data_hunger.finetune.lrs``."""
+    probe, _, _ = linear.seed_probe(curve, data, seed)
 
-    def build() -> ViT:
-        return finetune_model(data["backbone"], data["num_classes"])
+    def build(train_set: ImageSet) -> ViT:
+        model = finetune_model(data["backbone"], data["num_classes"])
+        with torch.no_grad():
+            model.heads.head.weight.copy_(probe.weight)
+            model.heads.head.bias.copy_(probe.bias)
+        return model
 
-    return seeded_run(curve, data, seed, recipe, build, f"finetune seed {seed}")
+    result = fit_seed(curve, data, seed, lr, "finetune", build)
+    return {**result, "reg": probe.reg}
 
 
 def finetune_model(backbone: ViT, num_classes: int) -> ViT:

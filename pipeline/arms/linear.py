@@ -1,5 +1,6 @@
-"""Arm ``linear``: the pretrained backbone frozen, a new linear head trained on features computed once
-(seed 000's "pretrained ViT feature extractor"). Its checkpoints, evaluation and curve runs."""
+"""Arm ``linear``: the pretrained backbone frozen, a linear head on its features. On the curve, the head is
+the paper's few-shot probe (closed form, :mod:`pipeline.probe`); in the headline, seed 000's head trained
+with Adam (the linear_probe stage). Its checkpoints, evaluation and curve runs."""
 
 from __future__ import annotations
 
@@ -9,38 +10,45 @@ import torch
 from torch import nn
 
 from pipeline import paths
-from pipeline.arms.common import Curve, curve_recipe, load_point, seeded_run
+from pipeline.arms.common import Curve, load_point, probe_record
+from pipeline.curve import seed_subset
 from pipeline.data import ImageSet, batch_preparer
 from pipeline.engine import Evaluation, evaluate, extract_features
 from pipeline.errors import UserError
 from pipeline.files import load_tensors
 from pipeline.model import ViT
 from pipeline.pretraining import load_backbone
+from pipeline.probe import Probe, fit_probe
 from pipeline.runtime import Runtime
 
 VIEW = "pretrained"
 
 
 def point_data(curve: Curve, point: int) -> dict:
-    """The point's images turned into the frozen backbone's features, once."""
+    """The point's sets, with the frozen backbone's features of validation and test computed once."""
     data = load_point(curve, VIEW, point)
     runtime, batch = curve.runtime, curve.eval_batch_size
-    backbone = load_backbone(curve.backbone_model, runtime)
-    no_augment = batch_preparer(data["train_all"], augment_train=False)
-    data["train_inputs"] = extract_features(backbone, data["train_inputs"], runtime, batch, no_augment)
-    data["test_inputs"] = extract_features(backbone, data["test_inputs"], runtime, batch, data["test_prepare"])
-    data["prepare"] = data["test_prepare"] = lambda inputs, training, generator: inputs
+    data["backbone"] = backbone = load_backbone(curve.backbone_model, runtime)
+    data["val_features"] = extract_features(backbone, data["val"].images, runtime, batch, data["score"])
+    data["test_features"] = extract_features(backbone, data["test"].images, runtime, batch, data["score"])
     return data
 
 
-def run_seed(curve: Curve, data: dict, seed: int) -> tuple[dict, float, float, int]:
-    """One curve run: ``data_hunger.linear``'s optimiser on the features, for the fixed step budget."""
-    recipe = curve_recipe(curve.config, "linear")
+def seed_probe(curve: Curve, data: dict, seed: int) -> tuple[Probe, torch.Tensor, ImageSet]:
+    """The few-shot probe on the frozen features of this seed's subset; returns it, those features and the subset."""
+    train_set = seed_subset(data["pool"], data["n"], seed)
+    features = extract_features(data["backbone"], train_set.images, curve.runtime, curve.eval_batch_size,
+                                data["score"])  # fmt: skip
+    probe = fit_probe(features, train_set.labels, data["val_features"], data["val"].labels, data["num_classes"],
+                      curve.config.probe_regs)  # fmt: skip
+    return probe, features, train_set
 
-    def build() -> nn.Linear:
-        return nn.Linear(data["train_inputs"].shape[1], data["num_classes"])
 
-    return seeded_run(curve, data, seed, recipe, build, f"linear seed {seed}")
+def run_seed(curve: Curve, data: dict, seed: int, lr: float | None = None) -> dict:
+    """The probe on this seed's subset; ``lr`` is unused (a closed form has none)."""
+    probe, features, train_set = seed_probe(curve, data, seed)
+    test = (data["test_features"], data["test"].labels)
+    return probe_record(probe, (features, train_set.labels), test, data["num_classes"])
 
 
 def head_state(head: nn.Linear) -> dict[str, torch.Tensor]:

@@ -1,13 +1,15 @@
-"""Arm ``scratch``: the preset's ViT from random initialisation. Its checkpoints, its evaluation, its
-curve runs, and the recipe ablation's variants (which all train this arm)."""
+"""Arm ``scratch``: the preset's ViT from random initialisation. Its checkpoints, its evaluation and its
+curve runs."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from pipeline import paths
-from pipeline.arms.common import Curve, curve_recipe, load_point, seeded_run
-from pipeline.config import DataHungerConfig, ScratchRecipe
+from pipeline.arms.common import Curve, fit_seed, load_point
+from pipeline.config import ScratchRecipe
 from pipeline.data import ImageSet, batch_preparer
-from pipeline.engine import Evaluation, Recipe, budget_batches, evaluate, train
+from pipeline.engine import Evaluation, Recipe, epoch_steps, evaluate, train
 from pipeline.errors import UserError
 from pipeline.files import load_tensors
 from pipeline.metrics import collapse
@@ -21,14 +23,13 @@ def point_data(curve: Curve, point: int) -> dict:
     return load_point(curve, VIEW, point)
 
 
-def run_seed(curve: Curve, data: dict, seed: int) -> tuple[dict, float, float, int]:
-    """One curve run: ``data_hunger.scratch``'s optimiser (the paper's recipe) for the fixed step budget."""
-    recipe = curve_recipe(curve.config, "scratch")
+def run_seed(curve: Curve, data: dict, seed: int, lr: float) -> dict:
+    """One seed at one learning rate of ``data_hunger.scratch.lrs`` (the paper's recipe), validation rule."""
 
-    def build() -> ViT:
+    def build(train_set: ImageSet) -> ViT:
         return ViT(vit_config(curve.model_name, num_classes=data["num_classes"]))
 
-    return seeded_run(curve, data, seed, recipe, build, f"scratch seed {seed}")
+    return fit_seed(curve, data, seed, lr, "scratch", build)
 
 
 def load_scratch(model_name: str, num_classes: int, seed: int, runtime: Runtime) -> ViT:
@@ -64,37 +65,70 @@ def evaluate_scratch(
     return results, model
 
 
-def variant_settings(variant: str, cfg: DataHungerConfig, seed_recipe: ScratchRecipe) -> tuple[Recipe, bool, str]:
-    """The recipe, whether to augment, and the pooling of one variant name (checked by the config)."""
-    recipe_name, *options = variant.split("+")
-    if recipe_name == "paper":
-        recipe = curve_recipe(cfg, "scratch")
-    else:  # train_scratch's optimiser at the curve's batch size and budget
-        recipe = Recipe.of(seed_recipe, cfg.batch_size, cfg.steps)
-    return recipe, "aug" in options, "mean" if "mean" in options else "cls"
+# The collapse study's variants: seed 000's recipe with only the optimiser's handling of weight decay changed.
+DECAY_VARIANTS = {
+    "adam_l2": ("adam", None),  # seed 000: Adam, the decay added to the gradient (L2), at the recipe's value
+    "adamw": ("adamw", None),  # the paper's: decay decoupled from the adaptive step, the same value
+    "adam_no_decay": ("adam", 0.0),
+}
+FIRST_ATTENTION = "encoder.layers.encoder_layer_0.self_attention.in_proj_weight"
 
 
-def run_variant(
-    variant: str, curve: Curve, seed_recipe: ScratchRecipe, train_set: ImageSet, test_set: ImageSet, seed: int
-) -> dict:
-    """One seed of one variant: trains for the fixed step budget, then tests once."""
-    recipe, augment, pool = variant_settings(variant, curve.config, seed_recipe)
-    runtime = curve.runtime
+def weight_rms(model: ViT) -> dict[str, float]:
+    """Root mean square of every weight matrix together (``weight_rms``) and of layer 0's attention input
+    projection: how far weight decay has pulled the weights towards 0."""
+    matrices = [p.detach() for p in model.parameters() if p.ndim >= 2]
+    total = sum(m.pow(2).sum().item() for m in matrices) / sum(m.numel() for m in matrices)
+    first = model.get_parameter(FIRST_ATTENTION).detach()
+    return {"weight_rms": total**0.5, "attention0_rms": first.pow(2).mean().sqrt().item()}
+
+
+def train_decay_variant(
+    variant: str, model_name: str, recipe: ScratchRecipe, train_set: ImageSet, val_set: ImageSet, runtime: Runtime,
+    seed: int,
+) -> tuple[ViT, list[dict]]:  # fmt: skip
+    """One seed of one variant for the recipe's epochs, with the weight RMS and validation scores per epoch
+    (epoch 0: at initialisation)."""
+    optimizer, decay = DECAY_VARIANTS[variant]
+    changed = dataclasses.replace(
+        recipe, optimizer=optimizer, weight_decay=recipe.weight_decay if decay is None else decay
+    )
+    steps_per_epoch = epoch_steps(1, len(train_set), recipe.batch_size)
     generator = seed_everything(seed)
-    config = vit_config(curve.model_name, num_classes=len(train_set.classes), pool=pool)
+    config = vit_config(model_name, num_classes=len(train_set.classes), dropout=recipe.dropout,
+                        dropout_after_attention=False)  # fmt: skip
     model = ViT(config).to(runtime.device)
-    history = train(
-        model, train_set.images, train_set.labels, recipe, runtime, generator,
-        batches=budget_batches(len(train_set), recipe.steps, recipe.batch_size, generator),
-        prepare=batch_preparer(train_set, augment_train=augment),
+    history = [{"epoch": 0, **weight_rms(model)}]
+
+    def record_norms(record: dict) -> None:
+        history.append({**record, **weight_rms(model)})
+
+    full = Recipe.of(changed, recipe.batch_size, recipe.epochs * steps_per_epoch)
+    train(
+        model, train_set.images, train_set.labels, full, runtime, generator,
+        prepare=batch_preparer(train_set, recipe.augment), record_every=steps_per_epoch,
+        evaluations={"val": (val_set.images, val_set.labels)}, on_record=record_norms,
+        description=f"ablation {variant} seed {seed}",
     )  # fmt: skip
+    return model, history
+
+
+def run_decay_variant(
+    variant: str, model_name: str, recipe: ScratchRecipe, sets: tuple[ImageSet, ImageSet, ImageSet],
+    runtime: Runtime, seed: int, eval_batch_size: int,
+) -> tuple[dict, list[dict]]:  # fmt: skip
+    """:func:`train_decay_variant` on (train, val, test) sets, then the test set once; returns the run's
+    numbers and its per-epoch records."""
+    train_set, val_set, test_set = sets
+    model, history = train_decay_variant(variant, model_name, recipe, train_set, val_set, runtime, seed)
     result = evaluate(
-        model, test_set.images, test_set.labels, runtime, curve.eval_batch_size,
-        batch_preparer(test_set, augment_train=False),
-    )  # fmt: skip
-    return {
-        "test_acc": result.accuracy,
-        "test_loss": result.loss,
-        "train_loss": history[-1]["train_loss"],
-        "collapse": collapse(result.predictions),
-    }
+        model, test_set.images, test_set.labels, runtime, eval_batch_size, batch_preparer(test_set, False)
+    )
+    first, last = history[0], history[-1]
+    run = {
+        "test_acc": result.accuracy, "test_loss": result.loss, "collapse": collapse(result.predictions),
+        "train_loss": last["train_loss"], "val_acc": last["val_acc"], "val_loss": last["val_loss"],
+        "weight_rms_initial": first["weight_rms"], "weight_rms": last["weight_rms"],
+        "attention0_rms_initial": first["attention0_rms"], "attention0_rms": last["attention0_rms"],
+    }  # fmt: skip
+    return run, history

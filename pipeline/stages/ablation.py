@@ -1,82 +1,79 @@
-"""Stage ablation: which parts of the training recipe the from-scratch ViT needs at the few-shot size.
+"""Stage ablation: the from-scratch collapse, isolated.
 
-Seed 000 (exercise 5) and seed 003 ask whether the from-scratch ViT's failure on a few hundred
-images is data hunger or recipe. Every variant trains the preset's ViT from random initialisation
-on the same training split as ``train_scratch`` (225 images offline) for the data-hunger sweep's
-fixed budget (``data_hunger.steps`` steps of ``data_hunger.batch_size``), so variants differ only in
-recipe; each runs once per seed and is tested once on the whole test set.
+Seed 000's recipe (Adam, lr 3e-3, weight decay 0.3, constant lr, no clipping) ends with a ViT that predicts
+one class. ``torch.optim.Adam(weight_decay=...)`` adds the decay to the gradient (L2), where Adam's
+normalisation lets it dominate small gradients; the paper's optimiser decouples it (AdamW). Each variant
+(``ablation.variants``) trains ``train_scratch``'s model on the same per-seed images for the same epochs and
+learning rate, changing only that (see ``pipeline.arms.scratch.DECAY_VARIANTS``): ``adam_l2`` (the seed's),
+``adamw`` (decoupled, the same 0.3), ``adam_no_decay``. Every epoch records the weights' RMS and the
+validation scores; the test set is scored once, at the end.
 
-A variant (``ablation.variants``) is a recipe and options:
-
-- ``seed``: ``train_scratch``'s optimiser settings (seed 000: Adam, lr 3e-3, weight decay 0.3 added
-  to the gradient, constant lr, no clipping);
-- ``paper``: the sweep's scratch recipe (``data_hunger.scratch``: AdamW, decoupled weight decay, linear
-  warmup then cosine decay, gradient clipping), as in the paper's Appendix B.1;
-- ``+aug``: random crop after 2-pixel padding and horizontal flip;
-- ``+mean``: the head reads the mean of the patch tokens instead of the class token (Appendix D.3).
-
-The plot stage draws ``plots/ablation.png`` from ``metrics/ablation.json``.
+Writes ``metrics/ablation.json`` and ``plots/ablation.csv`` (per epoch, mean over seeds: each variant's
+weight RMS and train loss); the plot stage draws ``plots/ablation.png``.
 """
 
 from __future__ import annotations
 
-import time
+import statistics
 
 from pipeline import paths
-from pipeline.arms.common import Curve
-from pipeline.arms.scratch import run_variant
+from pipeline.arms.scratch import run_decay_variant
 from pipeline.config import Params, load_params
+from pipeline.curve import seed_subset, sweep_train_set, val_set
 from pipeline.data import load_split
 from pipeline.errors import stage_main
-from pipeline.files import write_json
-from pipeline.metrics import baselines, spread
+from pipeline.files import write_json, write_text
+from pipeline.metrics import spread
+from pipeline.plotting import SERIES, epochs_csv
 from pipeline.runtime import resolve_runtime
 from pipeline.tracking import stage_tracker
 
 OUTPUT = paths.METRICS / "ablation.json"
 
 
-def run_ablation(params: Params) -> dict:
-    """Every variant over every seed; ``{variants: {name: {metric: spread}}, baselines, ...}``."""
+def run_ablation(params: Params) -> tuple[dict, dict]:
+    """Every variant over every seed; the summary and each variant's per-epoch means over seeds."""
     runtime = resolve_runtime(params.runtime)
-    train_set = load_split(paths.prepared_split("scratch", "train"))
+    pool, val = sweep_train_set(params.preset, "scratch"), val_set("scratch")
     test_set = load_split(paths.prepared_split("scratch", "test"))
-    curve = Curve(params.preset, params.model_name, params.backbone_model_name, params.data_hunger,
-                  params.evaluate.batch_size, runtime)  # fmt: skip
-    variants = {}
+    recipe, variants, epochs = params.scratch_recipe, {}, {}
     with stage_tracker(params, "ablation", runtime=runtime, arm="scratch") as stage:
         for variant in params.ablation.variants:
-            runs = []
+            runs, histories = [], []
             for seed in params.seeds:
-                started = time.perf_counter()
-                name, differs = f"ablation-{variant}-seed{seed}", {"variant": variant, "seed": str(seed)}
-                with stage.child(name, differs, **differs) as tracker:
-                    run = run_variant(variant, curve, params.scratch_recipe, train_set, test_set, seed)
-                    tracker.log_metrics({**run, "final_test_acc": run["test_acc"]}, step=params.data_hunger.steps)
+                differs = {"variant": variant, "seed": str(seed)}
+                with stage.child(f"ablation-{variant}-seed{seed}", differs, **differs) as tracker:
+                    sets = (seed_subset(pool, params.seed_arms_per_class, seed), val, test_set)
+                    run, history = run_decay_variant(variant, params.model_name, recipe, sets, runtime, seed,
+                                                     params.evaluate.batch_size)  # fmt: skip
+                    for record in history:
+                        tracker.log_metrics({k: record[k] for k in SERIES if k in record}, step=record["epoch"])
+                    tracker.log_metrics({**run, "final_test_acc": run["test_acc"]})
                 runs.append(run)
+                histories.append(history)
                 print(f"ablation {variant}, seed {seed}: test_acc {run['test_acc']:.4f}, collapse "
-                      f"{run['collapse']:.2f}, {time.perf_counter() - started:.1f} s")  # fmt: skip
+                      f"{run['collapse']:.2f}, weight RMS {run['weight_rms_initial']:.4f} -> "
+                      f"{run['weight_rms']:.5f}")  # fmt: skip
             variants[variant] = {key: spread([run[key] for run in runs]) for key in runs[0]}
-    return {
-        "preset": params.preset,
-        "variants": variants,
-        "order": list(params.ablation.variants),  # the JSON's keys are sorted; plots and tables keep this order
-        "baselines": baselines(
-            train_set.images, train_set.labels, test_set.images, test_set.labels, len(test_set.classes)
-        ),
-        "n_train": len(train_set),
-        "n_test": len(test_set),
-        "steps": params.data_hunger.steps,
-        "batch_size": params.data_hunger.batch_size,
-        "runtime": runtime.describe(),
-    }
+            epochs[variant] = [
+                {k: statistics.fmean(h[i][k] for h in histories) for k in SERIES if k in histories[0][i]}
+                for i in range(len(histories[0]))
+            ]
+    summary = {
+        "preset": params.preset, "variants": variants, "order": list(params.ablation.variants),
+        "n_train": len(seed_subset(pool, params.seed_arms_per_class, params.seeds[0])), "n_val": len(val),
+        "n_test": len(test_set), "classes": test_set.classes, "epochs": recipe.epochs,
+        "lr": recipe.lr, "weight_decay": recipe.weight_decay, "runtime": runtime.describe(),
+    }  # fmt: skip
+    return summary, epochs
 
 
 @stage_main
 def main() -> None:
     params = load_params()
-    summary = run_ablation(params)
+    summary, epochs = run_ablation(params)
     write_json(OUTPUT, summary)
+    write_text(paths.PLOTS / "ablation.csv", epochs_csv(epochs))
     for variant in summary["order"]:
         acc = summary["variants"][variant]["test_acc"]
         print(f"ablation {variant}: test_acc {acc['mean']:.4f} ± {acc['std']:.4f}")

@@ -13,7 +13,7 @@ from pipeline import paths
 from pipeline.config import load_params
 from pipeline.errors import stage_main
 from pipeline.files import save_tensors, write_json, write_text
-from pipeline.history import history_csv
+from pipeline.history import POOL_FIELDS, history_csv
 from pipeline.pretraining import pretrain, torchvision_weights
 from pipeline.runtime import resolve_runtime
 from pipeline.tracking import stage_tracker
@@ -31,7 +31,7 @@ def main() -> None:
     else:
         state, history, summary = torchvision_weights(params.paper)
     save_tensors(paths.BACKBONE, state)
-    write_text(paths.HISTORY / "backbone.csv", history_csv(history))
+    write_text(paths.HISTORY / "backbone.csv", history_csv(history, POOL_FIELDS))
     write_json(paths.METRICS / "backbone.json", summary)
     print(f"backbone: {summary['source']}, {summary['params']:,} parameters, {time.time() - started:.0f} s")
 

@@ -2,8 +2,10 @@
 
 The paper's point is a curve: pretraining matters most when data is scarce, and the gap closes as
 data grows. The JSON is ``{arm: {n_train_per_class: {mean, std, per_seed}}}`` (test accuracy over the
-whole test set) plus ``baselines`` per size: chance, the majority training class and, up to
-``data_hunger.logreg_max_per_class``, a logistic regression on raw pixels fit on the same nested subset.
+whole test set), ``runs`` (each arm's final train loss, best validation loss and step, chosen learning rate
+or ridge per size) and ``baselines`` per size: chance, the majority training class and, up to
+``data_hunger.logreg_max_per_class``, a logistic regression on raw pixels fit on the same subsets (mean over
+seeds). ``plots/validation.csv`` and ``plots/validation.png`` hold every trained run's validation curve.
 """
 
 from __future__ import annotations
@@ -11,11 +13,19 @@ from __future__ import annotations
 from pipeline import paths
 from pipeline.arms import ARMS
 from pipeline.config import load_params
-from pipeline.curve import aggregate, baselines, curve_csv, read_points, sweep_sizes, sweep_train_set
+from pipeline.curve import (
+    aggregate,
+    baselines,
+    curve_csv,
+    read_points,
+    sweep_sizes,
+    sweep_train_set,
+    validation_csv,
+)
 from pipeline.data import load_split
 from pipeline.errors import UserError, stage_main
 from pipeline.files import write_json, write_text
-from pipeline.plotting import plot_data_hunger
+from pipeline.plotting import plot_data_hunger, plot_validation
 from pipeline.tracking import stage_tracker
 
 
@@ -28,20 +38,23 @@ def main() -> None:
     if sizes != sweep_sizes(params.data_hunger, params.preset, train_all.labels, len(train_all.classes)):
         raise UserError(f"the sweep's sizes {sizes} do not match params.yaml's; rerun `dvc repro`")
     test_set = load_split(paths.prepared_split("scratch", "test"))
-    metrics = aggregate(summaries, baselines(train_all, test_set, sizes, params.data_hunger.logreg_max_per_class))
+    cfg = params.data_hunger
+    metrics = aggregate(summaries, baselines(train_all, test_set, sizes, cfg.logreg_max_per_class, params.seeds))
     metrics["preset"] = params.preset
     write_json(paths.METRICS / "data_hunger.json", metrics)
-    seeds = len(summaries[ARMS[0]][0]["test_acc"]["per_seed"])
-    title = (f"{params.preset}: test accuracy vs training-set size "
-             f"({metrics['steps']} steps of {metrics['batch_size']} per run, {seeds} seeds)")  # fmt: skip
+    title = (f"{params.preset}: test accuracy vs training images per class ({len(params.seeds)} seeds, own "
+             f"subsets; early stopping on {metrics['n_val']} validation images)")  # fmt: skip
     plot_data_hunger(metrics, ARMS, title)
     write_text(paths.PLOTS / "data_hunger.csv", curve_csv(metrics, ARMS))
+    write_text(paths.PLOTS / "validation.csv", validation_csv(summaries))
+    plot_validation(summaries, cfg.max_steps)
     with stage_tracker(params, "data_hunger") as tracker:  # each arm's curve: test accuracy at step = images/class
         for arm in ARMS:
             for n, value in metrics[arm].items():
                 tracker.log_metrics({f"curve.{arm}": value["mean"], f"curve.{arm}.std": value["std"]}, step=int(n))
         tracker.log_artifact(paths.METRICS / "data_hunger.json")
         tracker.log_artifact(paths.PLOTS / "data_hunger.png")
+        tracker.log_artifact(paths.PLOTS / "validation.png")
     for arm in ARMS:
         row = ", ".join(f"{n}: {v['mean']:.3f}" for n, v in metrics[arm].items())
         print(f"data_hunger {arm}: {row}")

@@ -1,7 +1,9 @@
-"""Stage evaluate: per-image test metrics of both arms over seeds, with baselines, sizes and counts.
+"""Stage evaluate: per-image test metrics of seed 000's two arms over seeds, with baselines, sizes and
+counts, and beside them every arm of the curve's protocol at ``data_hunger.headline_point`` (75 per class).
 
 Writes ``metrics/evaluate.json`` (the contract users diff across commits; keep its names stable)
-and, for `dvc plots`, each arm's predictions of every seed as ``plots/confusion/<arm>.csv``.
+and, for `dvc plots`, each arm's predictions of every seed as ``plots/confusion/<arm>.csv``. This is where
+seed 000's arms meet the test set, once.
 """
 
 from __future__ import annotations
@@ -10,11 +12,12 @@ from pipeline import paths
 from pipeline.arms.linear import evaluate_linear
 from pipeline.arms.scratch import evaluate_scratch
 from pipeline.config import load_params
+from pipeline.curve import baselines, protocol_arms, read_json, seed_subset, sweep_train_set, val_set
 from pipeline.data import load_split
 from pipeline.engine import count_parameters
 from pipeline.errors import stage_main
 from pipeline.files import write_json, write_text
-from pipeline.metrics import baselines, confusion, numeric_leaves, predictions_csv, summarise
+from pipeline.metrics import confusion, numeric_leaves, predictions_csv, summarise
 from pipeline.runtime import resolve_runtime
 from pipeline.tracking import stage_tracker
 
@@ -23,12 +26,13 @@ from pipeline.tracking import stage_tracker
 def main() -> None:
     params = load_params()
     runtime = resolve_runtime(params.runtime)
-    train_set = load_split(paths.prepared_split("scratch", "train"))
+    pool = sweep_train_set(params.preset, "scratch")
     test_set = load_split(paths.prepared_split("scratch", "test"))
     pretrained_test = load_split(paths.prepared_split("pretrained", "test"))
     classes, labels = test_set.classes, test_set.labels
-
-    metrics = {"preset": params.preset, "n_train": len(train_set), "n_test": len(test_set), "classes": classes}
+    n_train = len(seed_subset(pool, params.seed_arms_per_class, params.seeds[0]))
+    metrics = {"preset": params.preset, "n_train": n_train, "n_val": len(val_set("scratch")),
+               "n_test": len(test_set), "classes": classes}  # fmt: skip
     matrices = {}
     batch = params.evaluate.batch_size
     scratch, scratch_model = evaluate_scratch(params.model_name, params.seeds, test_set, runtime, batch)
@@ -42,7 +46,10 @@ def main() -> None:
         matrices[arm] = {str(seed): confusion(labels, r.predictions, len(classes)) for seed, r in results.items()}
         predictions = {seed: result.predictions for seed, result in results.items()}
         write_text(paths.CONFUSION / f"{arm}.csv", predictions_csv(labels, predictions, classes))
-    metrics["baselines"] = baselines(train_set.images, train_set.labels, test_set.images, labels, len(classes))
+    n = n_train // len(classes) if params.preset == "offline" else None  # per class, as the arms drew them
+    seed_baselines = baselines(pool, test_set, [n], 10**9, params.seeds)  # chance, majority, logreg: seed mean
+    metrics["baselines"] = next(iter(seed_baselines.values()))
+    metrics["protocol"] = protocol_arms(read_json(paths.METRICS / "data_hunger.json"), params.data_hunger)
     metrics["runtime"] = runtime.describe()
     write_json(paths.METRICS / "evaluate.json", metrics)
     write_json(paths.CONFUSION / "matrices.json", {"classes": classes, "matrices": matrices})

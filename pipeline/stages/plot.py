@@ -7,9 +7,15 @@ import json
 
 from pipeline import paths
 from pipeline.errors import UserError, stage_main
-from pipeline.files import write_text
 from pipeline.history import read_history
-from pipeline.plotting import ablation_csv, plot_ablation, plot_comparison, plot_confusion, plot_curves, plot_size
+from pipeline.plotting import (
+    plot_ablation,
+    plot_comparison,
+    plot_confusion,
+    plot_curves,
+    plot_size,
+    read_epochs_csv,
+)
 
 
 def read_input(path) -> str:
@@ -30,12 +36,12 @@ def main() -> None:
     matrices = json.loads(read_input(paths.CONFUSION / "matrices.json"))
     histories = {arm: read_history(read_input(paths.HISTORY / f"{arm}_seeds.csv")) for arm in paths.HEADLINE_VIEWS}
     ablation = json.loads(read_input(paths.METRICS / "ablation.json"))
+    series = read_epochs_csv(read_input(paths.PLOTS / "ablation.csv"))
     plot_curves(plt, histories, metrics["baselines"])
     plot_confusion(plt, matrices)
     plot_comparison(plt, metrics)
     plot_size(plt, metrics)
-    plot_ablation(plt, ablation, metrics)
-    write_text(paths.PLOTS / "ablation.csv", ablation_csv(ablation))
+    plot_ablation(plt, ablation, series)
     print(
         f"plot: wrote curves.png, confusion.png, comparison.png, size_vs_accuracy.png, ablation.png to {paths.PLOTS}/"
     )

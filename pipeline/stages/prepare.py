@@ -1,8 +1,9 @@
 """Stage prepare: decode and resize every image once into uint8 tensor files, plus a manifest.
 
-Offline preset: the target classes' few-shot train set and whole test set, every training image of
-the target classes (``train_all``, for the data-hunger sweep), and the pretraining pool (every image
-of the other classes). Paper preset: the ImageFolder train and test splits, once
+Offline preset: the target classes' validation images (``validation.offline_per_class`` per class) and
+whole test set, their other training images (``train_all``: every arm draws its training subsets from it,
+per seed), and the pretraining pool (every image of the other classes). Paper preset: the ImageFolder
+train folder split into train and val (``validation.paper_per_class`` per class), and test, once
 per input transform (``scratch``: squashed to the model size; ``pretrained``: the weights' resize
 and centre crop, normalised with ImageNet statistics).
 
@@ -36,10 +37,12 @@ def main() -> None:
         if params.preset == "offline":
             cfg = params.offline
             raw = paths.RAW / "fashion-mnist"
-            result = prepare_offline(raw, out, cfg.classes, cfg.train_per_class, *sizes(cfg.model))
+            result = prepare_offline(raw, out, cfg.classes, params.val_per_class, *sizes(cfg.model))
         else:
             views = paper_views(sizes(params.paper.model), sizes(params.paper.backbone_model))
-            result = prepare_image_folder(paths.RAW / "images", out, views, params.images.max_pixels)
+            result = prepare_image_folder(
+                paths.RAW / "images", out, views, params.images.max_pixels, params.val_per_class
+            )
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow(["split", "source", "class", "sha256"])

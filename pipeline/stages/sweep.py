@@ -1,11 +1,15 @@
 """Stage sweep: one point of the data-hunger curve, one arm at one training-set size, once per seed.
 
 ``python -m pipeline.stages.sweep <arm> <point>``; dvc.yaml runs it as the matrices ``sweep_scratch``,
-``sweep_cnn`` (over ``data_hunger.points``) and ``sweep_pretrained`` (arm linear/finetune x point), and ``data_hunger``
-gathers them. The arm's code is ``pipeline/arms/<arm>.py`` (see :mod:`pipeline.arms`), imported by name so
-that each item depends on its own arm only. Every run takes the same fixed number of optimiser steps of
-``data_hunger.batch_size`` images whatever the set size, and the test set is evaluated once, at the end;
-sizes and nested subsets are :mod:`pipeline.curve`'s.
+``sweep_cnn``, ``sweep_pixels`` (over ``data_hunger.points``) and ``sweep_pretrained`` (arm linear/finetune x
+point), and ``data_hunger`` gathers them. The arm's code is ``pipeline/arms/<arm>.py`` (see
+:mod:`pipeline.arms`), imported by name so that each item depends on its own arm only.
+
+The protocol: each seed draws its own subset (:mod:`pipeline.curve`). A trained arm runs the first seed at
+every learning rate of its grid (``data_hunger.<arm>.lrs``), keeps the one with the lowest best validation
+loss, and runs the other seeds at it; every run stops when the validation loss stops improving (or at the
+cap) and keeps its best-validation weights. The probes choose their ridge on validation. The test set is
+scored once per run, at the end, and never chooses anything.
 """
 
 from __future__ import annotations
@@ -13,18 +17,18 @@ from __future__ import annotations
 import sys
 import time
 
-from pipeline.arms import ARMS, arm_module
-from pipeline.arms.common import Curve
+from pipeline.arms import ARMS, TRAINED, arm_module
+from pipeline.arms.common import PER_RUN, Curve, point_summary
 from pipeline.config import Params, load_params
 from pipeline.curve import point_path
 from pipeline.errors import UserError, stage_main
 from pipeline.files import write_json
-from pipeline.metrics import spread
 from pipeline.runtime import resolve_runtime
 from pipeline.tracking import stage_tracker
 
 # dvc.yaml's stage of each arm's items: its params list is what an item's MLflow run logs
-DVC_STAGES = dict(scratch="sweep_scratch", cnn="sweep_cnn", linear="sweep_pretrained", finetune="sweep_pretrained")
+DVC_STAGES = dict(scratch="sweep_scratch", cnn="sweep_cnn", linear="sweep_pretrained", finetune="sweep_pretrained",
+                  pixels="sweep_pixels")  # fmt: skip
 
 
 def run_point(params: Params, arm: str, point: int) -> dict:
@@ -34,37 +38,39 @@ def run_point(params: Params, arm: str, point: int) -> dict:
     curve = Curve(params.preset, params.model_name, params.backbone_model_name, params.data_hunger,
                   params.evaluate.batch_size, runtime)  # fmt: skip
     data = module.point_data(curve, point)
-    n, cfg = data["n"], params.data_hunger
-    runs = []  # (last training record, test accuracy, test loss) per seed
+    n = data["n"]
+    lrs = getattr(params.data_hunger, arm).lrs if arm in TRAINED else [None]
+    first, *others = params.seeds
+    runs: dict[int, dict] = {}
+    trials: dict[str, float] = {}  # the first seed's best validation loss at each learning rate
     with stage_tracker(params, f"sweep-{arm}-{n}", runtime=runtime, dvc_stage=DVC_STAGES[arm], arm=arm,
                        n_train_per_class=str(n), point=str(point)) as stage:  # fmt: skip
-        for seed in params.seeds:
+
+        def run(seed: int, lr: float | None) -> dict:
             started = time.perf_counter()
-            with stage.child(f"sweep-{arm}-{n}-seed{seed}", {"seed": str(seed)}, seed=str(seed)) as tracker:
-                last, accuracy, loss, trained_parameters = module.run_seed(curve, data, seed)
-                tracker.log_metrics(
-                    {"train_loss": last["train_loss"], "train_acc": last["train_acc"], "test_acc": accuracy,
-                     "test_loss": loss, "final_test_acc": accuracy, "final_test_loss": loss}, step=cfg.steps,
-                )  # fmt: skip
-            runs.append((last, accuracy, loss))
-            print(f"sweep {arm} n={n}/class seed {seed}: test_acc {accuracy:.4f}, {cfg.steps} steps in "
-                  f"{time.perf_counter() - started:.1f} s")  # fmt: skip
-        accuracies = [accuracy for _, accuracy, _ in runs]
+            name = f"sweep-{arm}-{n}-seed{seed}" + ("" if lr is None else f"-lr{lr:g}")
+            differs = {"seed": str(seed)} | ({} if lr is None else {"lr": str(lr)})
+            with stage.child(name, differs, **differs) as tracker:
+                result = module.run_seed(curve, data, seed, lr)
+                for record in result.get("curve", []):
+                    tracker.log_metrics({k: v for k, v in record.items() if k != "step"}, step=record["step"])
+                tracker.log_metrics({k: float(result[k]) for k in PER_RUN if k in result} |
+                                    {"final_test_acc": result["test_acc"]})  # fmt: skip
+            print(
+                f"{name}: test_acc {result['test_acc']:.4f}, val_acc {result['val_acc']:.4f}, step "
+                f"{result.get('best_step', '-')}/{result.get('steps', '-')}, {time.perf_counter() - started:.1f} s"
+            )
+            return result
+
+        candidates = [run(first, lr) for lr in lrs]
+        if lrs != [None]:
+            trials = {f"{c['lr']:g}": c["val_loss"] for c in candidates}
+        runs[first] = min(candidates, key=lambda c: c.get("val_loss", 0.0))  # the first lr of equals
+        for seed in others:
+            runs[seed] = run(seed, runs[first].get("lr"))
+        accuracies = [r["test_acc"] for r in runs.values()]
         stage.log_metrics({"test_acc_mean": sum(accuracies) / len(accuracies)}, step=n)
-    return {
-        "arm": arm,
-        "point": point,
-        "n_train_per_class": n,
-        "n_train": len(data["train_labels"]),
-        "n_test": len(data["test_labels"]),
-        "steps": cfg.steps,
-        "batch_size": cfg.batch_size,
-        "trained_parameters": trained_parameters,
-        "test_acc": spread(accuracies),
-        "test_loss": spread([loss for _, _, loss in runs]),
-        "train_loss": spread([last["train_loss"] for last, _, _ in runs]),
-        "runtime": runtime.describe(),
-    }
+    return point_summary(arm, point, data, runs, trials) | {"runtime": runtime.describe()}
 
 
 def parse_args(argv: list[str], points: list[int]) -> tuple[str, int]:

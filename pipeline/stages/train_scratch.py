@@ -1,4 +1,9 @@
-"""Stage train_scratch: the same ViT from random initialisation on the few-shot train set, per seed.
+"""Stage train_scratch: the same ViT from random initialisation on a few-shot train set, per seed.
+
+Each seed draws its own ``offline.train_per_class`` images per class (the paper preset: every training
+image) with the curve's sampler, so seed s trains on the images the curve's arms see at that size. The
+recipe runs its fixed epochs, as seed 000 did; the validation split is scored every epoch (the history's
+``val_*``) and the test set once, by the evaluate stage.
 
 Each preset has its own recipe in params.yaml (``train_scratch.offline`` / ``train_scratch.paper``).
 The paper preset's is seed 000's: Adam, lr 3e-3, betas (0.9, 0.999), weight decay 0.3, batch 32,
@@ -10,7 +15,8 @@ from __future__ import annotations
 from pipeline import paths
 from pipeline.checkpoints import MODEL_CARD, model_card
 from pipeline.config import Params, load_params
-from pipeline.data import ImageSet, batch_preparer, load_split, view_transform
+from pipeline.curve import seed_subset, sweep_train_set, val_set
+from pipeline.data import ImageSet, batch_preparer, view_transform
 from pipeline.engine import Recipe, epoch_steps, train
 from pipeline.errors import stage_main
 from pipeline.files import atomic_dir, save_tensors, write_json
@@ -21,7 +27,7 @@ from pipeline.tracking import Tracker, stage_tracker
 
 
 def train_one_seed(
-    params: Params, seed: int, train_set: ImageSet, test_set: ImageSet, runtime: Runtime, tracker: Tracker
+    params: Params, seed: int, train_set: ImageSet, val_set: ImageSet, runtime: Runtime, tracker: Tracker
 ) -> tuple[ViT, list[dict]]:
     """Trains one from-scratch model; returns it and its per-epoch history."""
     cfg = params.scratch_recipe
@@ -35,37 +41,36 @@ def train_one_seed(
 
     def report(record: dict) -> None:
         tracker.log_metrics({k: v for k, v in record.items() if k not in ("epoch", "step")}, step=record["epoch"])
-        print(f"scratch seed {seed} epoch {record['epoch']}: test_acc {record['test_acc']:.4f}")
+        print(f"scratch seed {seed} epoch {record['epoch']}: val_acc {record['val_acc']:.4f}")
 
     history = train(
         model, train_set.images, train_set.labels, recipe, runtime, generator,
         prepare=batch_preparer(train_set, cfg.augment), record_every=steps_per_epoch,
-        evaluations={"test": (test_set.images, test_set.labels)}, on_record=report,
+        evaluations={"val": (val_set.images, val_set.labels)}, on_record=report,
         eval_batch_size=params.evaluate.batch_size,
         description=f"scratch seed {seed}",
     )  # fmt: skip
-    tracker.log_metrics({"final_test_acc": history[-1]["test_acc"], "final_test_loss": history[-1]["test_loss"]})
     return model, history
 
 
 @stage_main
 def main() -> None:
     params = load_params()
-    train_set = load_split(paths.prepared_split("scratch", "train"))
-    test_set = load_split(paths.prepared_split("scratch", "test"))
+    pool, val = sweep_train_set(params.preset, "scratch"), val_set("scratch")
     runtime = resolve_runtime(params.runtime)
     histories = {}
-    example = batch_preparer(test_set, False)(test_set.images[:2], False, None)  # the logged models' signature
+    example = batch_preparer(val, False)(val.images[:2], False, None)  # the logged models' signature
     with stage_tracker(params, "train_scratch", runtime=runtime, arm="scratch") as stage:
         with atomic_dir(paths.SCRATCH_MODELS) as folder:  # every seed's model, or the previous folder untouched
             for seed in params.seeds:
                 with stage.child(f"train_scratch-seed{seed}", {"seed": str(seed)}, seed=str(seed)) as tracker:
-                    model, histories[seed] = train_one_seed(params, seed, train_set, test_set, runtime, tracker)
+                    train_set = seed_subset(pool, params.seed_arms_per_class, seed)
+                    model, histories[seed] = train_one_seed(params, seed, train_set, val, runtime, tracker)
                     tracker.log_model(model, example)
                 state = {k: v.cpu() for k, v in model.state_dict().items()}
                 save_tensors(folder / paths.scratch_model(seed).name, state)
             transform = view_transform(params.preset, "scratch")
-            card = model_card("scratch", params.model_name, model.config, test_set, transform, params.seeds)
+            card = model_card("scratch", params.model_name, model.config, val, transform, params.seeds)
             write_json(folder / MODEL_CARD, card)
         stage.log_artifact(write_histories(paths.HISTORY, "scratch", histories), "history")
 

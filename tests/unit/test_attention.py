@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 from tiny_project import random_vit
 
 from pipeline.attention import (
@@ -52,7 +53,9 @@ def test_position_similarity_has_ones_on_the_diagonal_and_is_symmetric():
     flat = similarity.reshape(16, 16)
     torch.testing.assert_close(flat.diagonal(), torch.ones(16))
     torch.testing.assert_close(flat, flat.T)
-    assert flat.abs().max() <= 1 + 1e-6
+    positions = pos[0, 1:].detach()  # the class token's embedding is left out
+    expected = F.cosine_similarity(positions[:, None], positions[None], dim=-1)  # (16, 16)
+    torch.testing.assert_close(flat, expected)
 
 
 def test_first_of_each_class_is_fixed_by_index_and_capped():

@@ -16,7 +16,6 @@ from pipeline.data import (
     ImageSet,
     augment,
     decode_image,
-    few_shot_indices,
     list_image_folder,
     load_split,
 )
@@ -74,18 +73,6 @@ def test_load_split_of_a_missing_file_says_run_dvc_repro(tmp_path):
         load_split(tmp_path / "train.pt")
 
 
-def test_few_shot_indices_are_per_class_sorted_and_seeded():
-    labels = np.random.default_rng(0).permutation(np.repeat(np.arange(5), 10))
-    chosen = few_shot_indices(labels, [1, 3], per_class=4, seed=0)
-    assert len(chosen) == 8
-    assert list(chosen) == sorted(chosen)
-    assert sorted(labels[chosen].tolist()) == [1] * 4 + [3] * 4
-    assert np.array_equal(chosen, few_shot_indices(labels, [1, 3], per_class=4, seed=0))
-    assert not np.array_equal(chosen, few_shot_indices(labels, [1, 3], per_class=4, seed=1))
-    with pytest.raises(UserError, match="class 3 has 10 training images, fewer than 11"):
-        few_shot_indices(labels, [3], per_class=11, seed=0)
-
-
 def make_image_folder(root: Path, layout: dict[str, dict[str, int]]) -> None:
     for split, classes in layout.items():
         for name, count in classes.items():
@@ -135,16 +122,21 @@ def write_image(path: Path, colour=(200, 100, 50), size=(40, 30), fmt: str | Non
     Image.new("RGB", size, colour).save(path, format=fmt)
 
 
+def pixels(*channels: int) -> torch.Tensor:
+    """A (C, 1, 1) uint8 pixel, to compare a whole decoded image with."""
+    return torch.tensor(channels, dtype=torch.uint8).view(-1, 1, 1)
+
+
 @pytest.mark.parametrize("mode", ["resize", "crop"])
 def test_decode_image_gives_uint8_square_rgb_or_grey(tmp_path, mode):
     path = tmp_path / "photo.png"
     write_image(path)
     rgb = decode_image(path, 16, mode, channels=3, max_pixels=10**6)
     assert rgb.shape == (3, 16, 16) and rgb.dtype == torch.uint8
-    assert rgb[:, 8, 8].tolist() == [200, 100, 50]  # channel order kept
+    assert torch.equal(rgb, pixels(200, 100, 50).expand(3, 16, 16))  # a flat colour stays flat, channel order kept
     grey = decode_image(path, 16, mode, channels=1, max_pixels=10**6)
     assert grey.shape == (1, 16, 16) and grey.dtype == torch.uint8
-    assert abs(int(grey[0, 8, 8]) - 124) <= 1  # ITU-R 601 luma of (200, 100, 50)
+    assert torch.equal(grey, pixels(124).expand(1, 16, 16))  # ITU-R 601 luma of (200, 100, 50): 124.2
 
 
 def test_decode_image_crop_takes_the_centre(tmp_path):
@@ -155,9 +147,15 @@ def test_decode_image_crop_takes_the_centre(tmp_path):
     image.paste((0, 0, 255), (30, 0, 60, 30))  # blue middle third, red sides
     image.save(path)
     cropped = decode_image(path, 16, "crop", channels=3, max_pixels=10**6)
-    assert (cropped[2] > 200).all() and (cropped[0] < 50).all()
+    # resized to 54 x 18, the centre 16 columns come from source columns 30..59 only: pure blue
+    assert torch.equal(cropped, pixels(0, 0, 255).expand(3, 16, 16))
     squashed = decode_image(path, 16, "resize", channels=3, max_pixels=10**6)
-    assert squashed[0, 8, 0] > 200  # resize keeps the red sides
+    # resize keeps the red sides: columns 0-3 (and 12-15) draw on source columns 0..25 (64..89) only,
+    # columns 6-9 on 31..58 only; the columns between blend the two
+    red, blue = pixels(255, 0, 0), pixels(0, 0, 255)
+    assert torch.equal(squashed[:, :, :4], red.expand(3, 16, 4))
+    assert torch.equal(squashed[:, :, 12:], red.expand(3, 16, 4))
+    assert torch.equal(squashed[:, :, 6:10], blue.expand(3, 16, 4))
 
 
 def test_decode_image_rejects_truncated_jpeg_and_non_image_naming_the_file(tmp_path):

@@ -1,0 +1,27 @@
+"""Arm ``pixels``: the paper's few-shot probe (:mod:`pipeline.probe`) on raw, normalised pixels, the
+like-for-like baseline of the ``linear`` arm: the same closed-form solution and ridge rule, no backbone."""
+
+from __future__ import annotations
+
+from pipeline.arms.common import Curve, flat_pixels, load_point, probe_record
+from pipeline.curve import seed_subset
+from pipeline.probe import fit_probe
+
+VIEW = "scratch"
+
+
+def point_data(curve: Curve, point: int) -> dict:
+    data = load_point(curve, VIEW, point)
+    data["val_features"] = flat_pixels(data["val"])
+    data["test_features"] = flat_pixels(data["test"])
+    return data
+
+
+def run_seed(curve: Curve, data: dict, seed: int, lr: float | None = None) -> dict:
+    """The probe on this seed's subset; ``lr`` is unused (a closed form has none)."""
+    train_set = seed_subset(data["pool"], data["n"], seed)
+    features = flat_pixels(train_set)
+    probe = fit_probe(features, train_set.labels, data["val_features"], data["val"].labels, data["num_classes"],
+                      curve.config.probe_regs)  # fmt: skip
+    test = (data["test_features"], data["test"].labels)
+    return probe_record(probe, (features, train_set.labels), test, data["num_classes"])
