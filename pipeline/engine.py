@@ -84,13 +84,6 @@ def epoch_batches(n: int, batch_size: int, generator: torch.Generator) -> Iterat
         yield from torch.randperm(n, generator=generator).split(batch_size)
 
 
-def budget_batches(n: int, steps: int, batch_size: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
-    """Exactly ``steps`` full batches over ``n`` examples, each example used equally often (within one),
-    in a random order: a fixed budget of images seen, whatever ``n`` is (the data-hunger curve's)."""
-    stream = torch.randperm(n, generator=generator)[torch.arange(steps * batch_size) % n]
-    yield from stream[torch.randperm(len(stream), generator=generator)].split(batch_size)
-
-
 def make_optimizer(parameters, recipe: Recipe) -> torch.optim.Optimizer:
     if recipe.optimizer == "adamw":
         return torch.optim.AdamW(parameters, lr=recipe.lr, weight_decay=recipe.weight_decay)

@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from helpers import params_with
+from helpers import CPU, params_with
 
 from pipeline import arms, curve, data, paths, plotting
 from pipeline.arms import cnn as cnn_arm
 from pipeline.arms import finetune as finetune_arm
+from pipeline.arms import linear as linear_arm
 from pipeline.arms import scratch as scratch_arm
+from pipeline.arms.common import Curve
 from pipeline.config import ConfigError
 from pipeline.data import ImageSet
 from pipeline.errors import UserError
@@ -32,76 +34,86 @@ def tiny_params(**data_hunger_values):
             "preset": "paper",
             "seeds": [0, 1],
             "paper": {"model": "tiny", "backbone_model": "tiny"},
-            "data_hunger": {"paper_fractions": FRACTIONS, "steps": 3, "batch_size": 4, **data_hunger_values},
+            "data_hunger": {"paper_fractions": FRACTIONS, "max_steps": 6, "eval_every": 2, "patience": 1,
+                            "batch_size": 4, **data_hunger_values},
         }
-    )
+    )  # fmt: skip
 
 
-def test_subsets_are_nested_deterministic_and_balanced():
+def test_each_seed_draws_its_own_subsets_nested_across_sizes_and_balanced():
     labels = torch.randint(0, 3, (300,), generator=torch.Generator().manual_seed(0))
-    previous = set()
-    for n in (1, 5, 20, 60):
-        index = data.nested_indices(labels, n)
-        assert torch.equal(index, data.nested_indices(labels, n))  # same seed, same subset
-        assert torch.equal(index, index.sort().values) and len(set(index.tolist())) == len(index)
-        assert Counter(labels[index].tolist()) == {0: n, 1: n, 2: n}
-        assert previous <= set(index.tolist())  # every smaller set is inside the larger one
-        previous = set(index.tolist())
-    assert not torch.equal(data.nested_indices(labels, 20, seed=1), data.nested_indices(labels, 20))
+    for seed in (0, 1):
+        previous = set()
+        for n in (1, 5, 20, 60):
+            index = data.nested_indices(labels, n, seed)
+            assert torch.equal(index, data.nested_indices(labels, n, seed))  # same seed, same subset
+            assert torch.equal(index, index.sort().values) and len(set(index.tolist())) == len(index)
+            assert Counter(labels[index].tolist()) == {0: n, 1: n, 2: n}
+            assert previous <= set(index.tolist())  # within a seed, every smaller set is inside the larger one
+            previous = set(index.tolist())
+    assert not torch.equal(data.nested_indices(labels, 20, 1), data.nested_indices(labels, 20, 0))
 
 
 def test_a_class_with_fewer_images_contributes_all_it_has():
     labels = torch.tensor([0] * 10 + [1] * 3)
-    assert Counter(labels[data.nested_indices(labels, 5)].tolist()) == {0: 5, 1: 3}
+    assert Counter(labels[data.nested_indices(labels, 5, 0)].tolist()) == {0: 5, 1: 3}
+    assert torch.equal(data.nested_indices(labels, None, 0), torch.arange(13))  # None: every image
+
+
+def test_the_validation_split_is_disjoint_fixed_and_never_drawn_for_training():
+    labels = torch.arange(3).repeat_interleave(10)
+    train, val = data.split_validation(labels, 4)
+    assert Counter(labels[val].tolist()) == {0: 4, 1: 4, 2: 4}
+    assert sorted(train.tolist() + val.tolist()) == list(range(30))
+    assert torch.equal(val, data.split_validation(labels, 4)[1])  # fixed: never a run seed's choice
+    with pytest.raises(UserError, match="validation takes 10 images per class but a class has only 10"):
+        data.split_validation(labels, 10)
 
 
 def test_sizes_per_preset():
     labels = torch.tensor([0] * 6 + [1] * 6 + [2] * 5)
-    assert curve.sweep_sizes(tiny_params().data_hunger, "paper", labels, 3) == [
-        1,
-        2,
-        3,
-        4,
-        5,
-        6,
-    ]  # x the largest class, 6
-    offline = params_with(data_hunger={"offline_sizes": [1, 2, 3, 4, 5, 6]})
-    assert curve.sweep_sizes(offline.data_hunger, "offline", labels[:12], 2) == [1, 2, 3, 4, 5, 6]
+    assert curve.sweep_sizes(tiny_params().data_hunger, "paper", labels, 3) == [1, 2, 3, 4, 6]  # x largest class, 6
+    offline = params_with(data_hunger={"offline_sizes": [1, 2, 3, 4, 6]})
+    assert curve.sweep_sizes(offline.data_hunger, "offline", labels[:12], 2) == [1, 2, 3, 4, 6]
     with pytest.raises(UserError, match="smallest class has 5"):
         curve.sweep_sizes(offline.data_hunger, "offline", labels, 3)
     with pytest.raises(UserError, match="same set"):
-        curve.sweep_sizes(tiny_params(paper_fractions=[0.1, 0.11, 0.5, 0.6, 0.7, 1.0]).data_hunger, "paper", labels, 3)
+        curve.sweep_sizes(tiny_params(paper_fractions=[0.1, 0.11, 0.5, 0.6, 1.0]).data_hunger, "paper", labels, 3)
 
 
 def test_config_rejects_bad_sweeps_and_matches_dvc_yaml():
     with pytest.raises(ConfigError, match="data_hunger.offline_sizes must be strictly increasing"):
-        params_with(data_hunger={"offline_sizes": [10, 10, 75, 250, 1000, 6000]})
-    with pytest.raises(ConfigError, match=r"data_hunger.paper_fractions must list one value per sweep point \(6"):
+        params_with(data_hunger={"offline_sizes": [10, 10, 75, 250, 1000]})
+    with pytest.raises(ConfigError, match=r"data_hunger.paper_fractions must list one value per sweep point \(5"):
         params_with(data_hunger={"paper_fractions": [0.5, 1.0]})
     with pytest.raises(ConfigError, match="data_hunger.points must be 0, 1, ..., n-1"):
-        params_with(data_hunger={"points": [1, 2, 3, 4, 5, 6]})
+        params_with(data_hunger={"points": [1, 2, 3, 4, 5]})
     with pytest.raises(ConfigError, match="data_hunger.paper_fractions must be in"):
-        params_with(data_hunger={"paper_fractions": [0.1, 0.2, 0.3, 0.5, 0.75, 1.5]})
+        params_with(data_hunger={"paper_fractions": [0.1, 0.2, 0.3, 0.5, 1.5]})
+    with pytest.raises(ConfigError, match="data_hunger.headline_point must be one of the points"):
+        params_with(data_hunger={"headline_point": 5})
+    with pytest.raises(ConfigError, match="data_hunger.scratch.lrs must not repeat"):
+        params_with(data_hunger={"scratch": {"lrs": [0.001, 0.001]}})
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
-    for stage, arm in (("sweep_scratch", "scratch"), ("sweep_cnn", "cnn")):
+    for stage, arm in (("sweep_scratch", "scratch"), ("sweep_cnn", "cnn"), ("sweep_pixels", "pixels")):
         assert stages[stage]["matrix"] == {"point": "${data_hunger.points}"}
         assert stages[stage]["cmd"] == f"python -m pipeline.stages.sweep {arm} ${{item.point}}"
     assert stages["sweep_pretrained"]["matrix"] == {"arm": ["linear", "finetune"], "point": "${data_hunger.points}"}
-    assert sorted(["scratch", "cnn", *stages["sweep_pretrained"]["matrix"]["arm"]]) == sorted(arms.ARMS)
+    assert sorted(["scratch", "cnn", "pixels", *stages["sweep_pretrained"]["matrix"]["arm"]]) == sorted(arms.ARMS)
+    assert set(sweep.DVC_STAGES) == set(arms.ARMS)
     assert "metrics/data_hunger" in stages["data_hunger"]["deps"]  # the folder of every item's point file
-    outs = [
-        next(iter(out)) for name in ("sweep_scratch", "sweep_cnn", "sweep_pretrained") for out in stages[name]["outs"]
-    ]
+    names = ("sweep_scratch", "sweep_cnn", "sweep_pretrained", "sweep_pixels")
+    outs = [next(iter(out)) for name in names for out in stages[name]["outs"]]
     assert all(out.startswith("metrics/data_hunger/") for out in outs)
 
 
 @pytest.fixture
 def tiny_project(tmp_path, monkeypatch):
-    """A paper-preset prepared folder (6 train, 2 test images per class) and a tiny backbone, in tmp."""
+    """A paper-preset prepared folder (6 train, 2 validation, 2 test images per class) and a tiny backbone."""
     monkeypatch.chdir(tmp_path)
     generator = torch.Generator().manual_seed(0)
     for view in paths.VIEWS:
-        for split, per_class in (("train", 6), ("test", 2)):
+        for split, per_class in (("train", 6), ("val", 2), ("test", 2)):
             labels = torch.arange(3).repeat_interleave(per_class)
             images = torch.randint(0, 80, (len(labels), 3, 32, 32), dtype=torch.uint8, generator=generator)
             images[torch.arange(len(labels)), labels] += 150  # each class its own colour
@@ -133,6 +145,11 @@ def tiny_project(tmp_path, monkeypatch):
     return tmp_path
 
 
+POINT_KEYS = {"arm", "point", "n_train_per_class", "n_train", "n_val", "n_test", "trained_parameters", "test_acc",
+              "train_loss", "val_acc", "runs", "runtime"}  # fmt: skip
+TRAINED_KEYS = {"test_loss", "val_loss", "best_step", "steps", "lr", "lr_trials", "stopped_at_cap"}
+
+
 def test_one_point_of_every_arm_writes_the_documented_keys(tiny_project, monkeypatch):
     params = tiny_params(cnn_widths=[4, 8])
     monkeypatch.setattr(sweep, "load_params", lambda: params)
@@ -141,20 +158,61 @@ def test_one_point_of_every_arm_writes_the_documented_keys(tiny_project, monkeyp
         monkeypatch.setattr(sys, "argv", ["sweep", arm, "2"])
         sweep.main()
         summary = json.loads(curve.point_path(arm, 2).read_text())
-        assert set(summary) == {"arm", "point", "n_train_per_class", "n_train", "n_test", "steps", "batch_size",
-                                "trained_parameters", "test_acc", "test_loss", "train_loss", "runtime"}  # fmt: skip
+        expected = (
+            POINT_KEYS
+            | (TRAINED_KEYS if arm in arms.TRAINED else set())
+            | ({"reg"} if arm != "cnn" and arm != "scratch" else set())
+        )
+        assert set(summary) == expected
         assert (summary["arm"], summary["point"], summary["n_train_per_class"]) == (arm, 2, 3)
-        assert (summary["n_train"], summary["n_test"], summary["steps"]) == (9, 6, 3)
+        assert (summary["n_train"], summary["n_val"], summary["n_test"]) == (9, 6, 6)
         acc = summary["test_acc"]
         assert set(acc) == {"mean", "std", "per_seed"} and len(acc["per_seed"]) == 2
-        assert all(0 <= a <= 1 for a in acc["per_seed"])
+        assert all(a * 6 == round(a * 6) for a in acc["per_seed"])  # per image: a count out of 6 test images
+        assert set(summary["runs"]) == {"0", "1"}
+        if arm in arms.TRAINED:
+            lrs = getattr(params.data_hunger, arm).lrs
+            assert set(summary["lr_trials"]) == {f"{lr:g}" for lr in lrs}
+            best = min(summary["lr_trials"], key=summary["lr_trials"].get)  # the first seed's lowest best val loss
+            assert f"{summary['lr']:g}" == best and {r["lr"] for r in summary["runs"].values()} == {summary["lr"]}
+            for run in summary["runs"].values():
+                assert run["best_step"] in [r["step"] for r in run["curve"]] and run["steps"] <= 6
+                assert run["val_loss"] == min(r["val_loss"] for r in run["curve"])
+                assert run["steps"] == 6 or run["steps"] - run["best_step"] >= 2  # patience 1 x eval_every 2
         trained[arm] = summary["trained_parameters"]
     tiny_vit = ViT(vit_config("tiny", num_classes=3))
     assert trained["scratch"] == trained["finetune"] == sum(p.numel() for p in tiny_vit.parameters())
-    assert trained["linear"] == 32 * 3 + 3  # the head alone: tiny's hidden size 32, three classes
+    assert trained["linear"] == 32 * 3 + 3  # the probe: tiny's hidden size 32, three classes
+    assert trained["pixels"] == (3 * 32 * 32) * 3 + 3
     assert trained["cnn"] == sum(
         p.numel() for p in cnn_arm.small_resnet(3, 3, tuple(params.data_hunger.cnn_widths)).parameters()
     )
+
+
+def test_fine_tuning_starts_from_the_probe(tiny_project):
+    """At a vanishing learning rate the fine-tuned arm predicts what the linear probe does, image for image."""
+    params = tiny_params(finetune={"lrs": [1e-12]})
+    curve_ = Curve("paper", "tiny", "tiny", params.data_hunger, 8, CPU)
+    data_ = finetune_arm.point_data(curve_, 2)
+    for seed in (0, 1):
+        probe = linear_arm.run_seed(curve_, data_, seed)
+        tuned = finetune_arm.run_seed(curve_, data_, seed, 1e-12)
+        assert tuned["test_acc"] == probe["test_acc"] and tuned["reg"] == probe["reg"]
+
+
+def test_the_test_set_chooses_nothing(tiny_project):
+    """Shuffling the test labels changes test accuracy only: the lr trials, validation curves, stops and the
+    probe's ridge are the same."""
+    params = tiny_params()
+    curve_ = Curve("paper", "tiny", "tiny", params.data_hunger, 8, CPU)
+    for module in (scratch_arm, linear_arm):
+        data_ = module.point_data(curve_, 2)
+        before = module.run_seed(curve_, data_, 0, 0.001)
+        data_["test"].labels = data_["test"].labels.roll(1)
+        data_.pop("test_features", None) if module is scratch_arm else None
+        after = module.run_seed(curve_, data_, 0, 0.001)
+        for key in ("curve", "best_step", "val_loss", "reg", "val_acc"):
+            assert before.get(key) == after.get(key)
 
 
 def test_finetune_model_keeps_the_backbone_and_adds_a_zero_head():
@@ -168,34 +226,45 @@ def test_finetune_model_keeps_the_backbone_and_adds_a_zero_head():
 
 def test_bad_arguments_name_the_usage():
     with pytest.raises(UserError, match="usage: python -m pipeline.stages.sweep"):
-        sweep.parse_args(["scratch", "6"], list(range(6)))
+        sweep.parse_args(["scratch", "5"], list(range(5)))
     with pytest.raises(UserError, match="usage"):
-        sweep.parse_args(["pretrained", "0"], list(range(6)))
-    assert sweep.parse_args(["cnn", "5"], list(range(6))) == ("cnn", 5)
+        sweep.parse_args(["pretrained", "0"], list(range(5)))
+    assert sweep.parse_args(["pixels", "4"], list(range(5))) == ("pixels", 4)
 
 
 def test_aggregate_writes_the_curve_json_and_png(tiny_project, monkeypatch):
     params = tiny_params(logreg_max_per_class=3)
     monkeypatch.setattr(data_hunger, "load_params", lambda: params)
+    sizes = [1, 2, 3, 4, 6]
     for arm in arms.ARMS:
-        for point in params.data_hunger.points:
-            n = point + 1
+        for point, n in zip(params.data_hunger.points, sizes, strict=True):
             acc = {"mean": 0.5, "std": 0.1, "per_seed": [0.4, 0.6]}
-            summary = {"arm": arm, "point": point, "n_train_per_class": n, "n_train": 3 * n, "n_test": 6,
-                       "steps": 3, "batch_size": 4, "trained_parameters": 1000 * n, "test_acc": acc}  # fmt: skip
+            summary = {"arm": arm, "point": point, "n_train_per_class": n, "n_train": 3 * n, "n_val": 6, "n_test": 6,
+                       "trained_parameters": 1000 * n, "test_acc": acc, "train_loss": acc}  # fmt: skip
+            if arm in arms.TRAINED:
+                curve_ = [{"step": 2, "train_loss": 1.0, "val_loss": 0.9, "val_acc": 0.5}]
+                summary |= {"lr": 0.001, "best_step": acc, "runs": {"0": {"lr": 0.001, "curve": curve_, "best_step": 2,
+                            "val_loss": 0.9}}}  # fmt: skip
             curve.point_path(arm, point).parent.mkdir(parents=True, exist_ok=True)
             curve.point_path(arm, point).write_text(json.dumps(summary))
     data_hunger.main()
     metrics = json.loads((paths.METRICS / "data_hunger.json").read_text())
+    acc = {"mean": 0.5, "std": 0.1, "per_seed": [0.4, 0.6]}
     for arm in arms.ARMS:
-        assert set(metrics[arm]) == {str(n) for n in range(1, 7)}
-        assert metrics[arm]["3"] == {"mean": 0.5, "std": 0.1, "per_seed": [0.4, 0.6]}
-    assert set(metrics["baselines"]) == {str(n) for n in range(1, 7)}
+        assert set(metrics[arm]) == {str(n) for n in sizes}
+        assert metrics[arm]["3"] == acc
+    assert metrics["runs"]["scratch"]["3"] == {"lr": 0.001, "best_step": acc, "train_loss": acc}
+    assert set(metrics["baselines"]) == {str(n) for n in sizes}
     base = metrics["baselines"]["6"]
     assert base["chance"] == pytest.approx(1 / 3) and base["majority"] == pytest.approx(1 / 3)
-    assert "pixels_logreg" not in base and 0 <= metrics["baselines"]["3"]["pixels_logreg"] <= 1  # fit up to 3
+    assert "pixels_logreg" not in base and "pixels_logreg" in metrics["baselines"]["3"]  # fit up to 3
     assert metrics["trained_parameters"] == {arm: 1000 for arm in arms.ARMS}
+    assert (metrics["n_val"], metrics["n_test"]) == (6, 6)
     assert (paths.PLOTS / "data_hunger.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (paths.PLOTS / "validation.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = (paths.PLOTS / "validation.csv").read_text().splitlines()
+    assert rows[0] == "arm,n_train_per_class,seed,lr,step,train_loss,val_loss,val_acc"
+    assert rows[1] == "scratch,1,0,0.001,2,1,0.9,0.5" and len(rows) == 1 + 3 * len(sizes)  # 3 trained arms
 
 
 def test_aggregate_refuses_a_missing_point(tiny_project, monkeypatch):
@@ -204,22 +273,12 @@ def test_aggregate_refuses_a_missing_point(tiny_project, monkeypatch):
         data_hunger.main()
 
 
-def test_ablation_variants_map_to_recipe_augmentation_and_pooling():
-    params = params_with()
-    cfg, seed_cfg = params.data_hunger, params.scratch_recipe
-    seed_recipe, augment, pool = scratch_arm.variant_settings("seed", cfg, seed_cfg)
-    assert (seed_recipe.optimizer, seed_recipe.lr, seed_recipe.weight_decay) == ("adam", 0.003, 0.3)
-    assert (seed_recipe.schedule, seed_recipe.grad_clip, augment, pool) == ("none", 0.0, False, "cls")
-    assert seed_recipe.batch_size == params.data_hunger.batch_size  # the sweep's budget, not the seed's 32
-    paper_recipe, augment, pool = scratch_arm.variant_settings(
-        "paper+aug+mean", params.data_hunger, params.scratch_recipe
-    )
-    assert (paper_recipe.optimizer, paper_recipe.lr, paper_recipe.schedule) == ("adamw", 0.001, "cosine")
-    assert (paper_recipe.warmup_fraction, paper_recipe.grad_clip, augment, pool) == (0.1, 1.0, True, "mean")
-    assert scratch_arm.variant_settings("seed+mean", cfg, seed_cfg)[1:] == (False, "mean")
+def test_decay_variants_change_only_the_optimiser_and_its_decay():
+    assert scratch_arm.DECAY_VARIANTS == {"adam_l2": ("adam", None), "adamw": ("adamw", None),
+                                          "adam_no_decay": ("adam", 0.0)}  # fmt: skip
 
 
-@pytest.mark.parametrize("variants", [["sgd"], ["paper+flip"], ["paper+aug+aug"], ["seed", "seed"], []])
+@pytest.mark.parametrize("variants", [["sgd"], ["paper"], ["adamw", "adamw"], []])
 def test_config_rejects_unknown_ablation_variants(variants):
     with pytest.raises(ConfigError, match="ablation.variants"):
         params_with(ablation={"variants": variants})
@@ -227,29 +286,36 @@ def test_config_rejects_unknown_ablation_variants(variants):
 
 def test_ablation_stage_writes_every_variant_and_the_plot_stage_draws_it(tiny_project, monkeypatch):
     params = params_with(**{"preset": "paper", "seeds": [0, 1], "paper": {"model": "tiny", "backbone_model": "tiny"},
-                           "data_hunger": {"paper_fractions": FRACTIONS, "steps": 3, "batch_size": 4},
-                           "ablation": {"variants": ["seed", "paper+aug+mean"]}})  # fmt: skip
+                           "train_scratch": {"paper": {"epochs": 2, "batch_size": 8, "dropout": 0.0}}})  # fmt: skip
     monkeypatch.setattr(ablation, "load_params", lambda: params)
     ablation.main()
     summary = json.loads(ablation.OUTPUT.read_text())
-    assert summary["order"] == ["seed", "paper+aug+mean"] and set(summary["variants"]) == set(summary["order"])
+    assert summary["order"] == ["adam_l2", "adamw", "adam_no_decay"] and set(summary["variants"]) == set(
+        summary["order"]
+    )
     for result in summary["variants"].values():
-        assert set(result) == {"test_acc", "test_loss", "train_loss", "collapse"}
-        assert len(result["test_acc"]["per_seed"]) == 2 and 0 <= result["test_acc"]["mean"] <= 1
-        assert all(1 / 3 <= c <= 1 for c in result["collapse"]["per_seed"])
-    assert (summary["n_train"], summary["n_test"], summary["steps"], summary["batch_size"]) == (18, 6, 3, 4)
-    assert set(summary["baselines"]) == {"chance", "majority", "pixels_logreg"}
-    seeds = summary["variants"]["seed"]["test_acc"]["per_seed"]
+        assert set(result) == {"test_acc", "test_loss", "train_loss", "val_acc", "val_loss", "collapse", "weight_rms",
+                               "weight_rms_initial", "attention0_rms", "attention0_rms_initial"}  # fmt: skip
+        assert all(a * 6 == round(a * 6) for a in result["test_acc"]["per_seed"])  # a count out of 6 images
+    initial = {v["weight_rms_initial"]["mean"] for v in summary["variants"].values()}
+    assert len(initial) == 1  # every variant starts from the seed's same initial weights
+    rms = {name: v["weight_rms"]["mean"] for name, v in summary["variants"].items()}
+    assert rms["adam_l2"] < rms["adam_no_decay"]  # decay added to the gradient shrinks the weights
+    assert (summary["n_train"], summary["n_val"], summary["n_test"], summary["epochs"]) == (18, 6, 6, 2)
+    rows = (paths.PLOTS / "ablation.csv").read_text().splitlines()
+    assert rows[0].split(",")[:5] == ["epoch", "adam_l2_weight_rms", "adam_l2_attention0_rms", "adam_l2_train_loss",
+                                      "adam_l2_val_loss"]  # fmt: skip
+    assert len(rows) == 1 + 3 and rows[1].split(",")[3] == ""  # epochs 0..2; epoch 0 has no loss yet
+    seeds = summary["variants"]["adamw"]["test_acc"]["per_seed"]
     ablation.main()  # same params and seeds: the same numbers
-    assert json.loads(ablation.OUTPUT.read_text())["variants"]["seed"]["test_acc"]["per_seed"] == seeds
+    assert json.loads(ablation.OUTPUT.read_text())["variants"]["adamw"]["test_acc"]["per_seed"] == seeds
 
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    evaluate_metrics = {"linear": {"test_acc": {"mean": 0.5}}}
-    plotting.plot_ablation(plt, summary, evaluate_metrics)
+    plotting.plot_ablation(plt, summary, plotting.read_epochs_csv((paths.PLOTS / "ablation.csv").read_text()))
     assert (paths.PLOTS / "ablation.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

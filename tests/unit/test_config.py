@@ -52,7 +52,16 @@ def test_config_has_no_defaults_of_its_own():
     assert fields_with_defaults(Params) == []
 
 
-@pytest.mark.parametrize("dotted", ["seeds", "runtime.threads", "data_hunger.linear.lr", "linear_probe.paper.epochs"])
+@pytest.mark.parametrize(
+    "dotted",
+    [
+        "seeds",
+        "runtime.threads",
+        "data_hunger.scratch.lrs",
+        "linear_probe.paper.epochs",
+        "validation.offline_per_class",
+    ],
+)
 def test_a_missing_key_is_named_with_where_to_find_it(dotted):
     data = raw_params()
     *sections, last = dotted.split(".")
@@ -120,7 +129,11 @@ def test_mistyped_value_names_the_key(dotted, value):
         ("runtime.device", "tpu", "auto, cpu, cuda, mps"),
         ("runtime.precision", "fp16", "auto, bf16, fp32"),
         ("data_hunger.finetune.optimizer", "sgd", "adam, adamw"),
-        ("data_hunger.linear.lr", 0, "must be positive"),
+        ("data_hunger.cnn.lrs", [0.001, 0], "must list positive, finite learning rates"),
+        ("data_hunger.probe_regs", [], "must list positive, finite ridge strengths"),
+        ("data_hunger.patience", 0, "at least 1"),
+        ("validation.paper_per_class", 0, "at least 1"),
+        ("validation.offline_per_class", 6000, "must leave training images"),
         ("preset", "imagenet", "offline, paper"),
         ("offline.model", "ViT-B/16", "'B/16'"),
         ("paper.backbone_model", "tinyy", "'tiny'"),

@@ -19,13 +19,14 @@ from pipeline.data import (
 from pipeline.engine import (
     NonFiniteLossError,
     Recipe,
-    budget_batches,
+    Stopping,
     epoch_batches,
     epoch_steps,
     evaluate,
     extract_features,
     lr_factor,
     train,
+    train_until_plateau,
 )
 from pipeline.errors import UserError
 from pipeline.history import FIELDS
@@ -111,7 +112,7 @@ def test_history_records_have_every_field_and_train_metrics_are_per_image():
     seen = []
     history = train(
         FixedLogits(), logits, labels, recipe_for(75, 2, lr=0.1, batch_size=32), CPU,
-        torch.Generator().manual_seed(seed), record_every=3, evaluations={"test": (logits[:10], labels[:10])},
+        torch.Generator().manual_seed(seed), record_every=3, evaluations={"val": (logits[:10], labels[:10])},
         on_record=seen.append,
     )  # fmt: skip
     assert [(r["epoch"], r["step"]) for r in history] == [(1, 3), (2, 6)]
@@ -120,7 +121,7 @@ def test_history_records_have_every_field_and_train_metrics_are_per_image():
     for record in history:
         assert record["train_acc"] == pytest.approx(40 / 75)
         assert record["train_loss"] == pytest.approx(F.cross_entropy(logits, labels).item(), abs=1e-6)
-        assert record["test_acc"] == pytest.approx(1.0)
+        assert record["val_acc"] == pytest.approx(1.0)
     # epoch 1's shuffled batches (32/32/11): their per-batch mean differs, so the check above can fail
     order = torch.randperm(75, generator=torch.Generator().manual_seed(seed))
     per_batch = [correct[order[s : s + 32]].float().mean().item() for s in (0, 32, 64)]
@@ -142,13 +143,6 @@ def test_epoch_batches_cover_each_epoch_once_with_a_short_last_batch():
         assert [len(b) for b in epoch] == [4, 4, 2]
         assert sorted(torch.cat(epoch).tolist()) == list(range(10))
     assert not torch.equal(torch.cat(epochs[0]), torch.cat(epochs[1]))  # reshuffled
-
-
-def test_budget_batches_give_exactly_the_step_budget_using_each_example_equally():
-    batches = list(budget_batches(7, steps=5, batch_size=4, generator=torch.Generator().manual_seed(0)))
-    assert [len(b) for b in batches] == [4] * 5
-    counts = torch.bincount(torch.cat(batches), minlength=7)
-    assert counts.max() - counts.min() <= 1 and counts.sum() == 20
 
 
 def test_huge_learning_rate_raises_non_finite_loss_with_epoch_step_and_advice():
@@ -283,3 +277,60 @@ def test_progress_bars_stay_quiet_when_stderr_is_not_a_terminal(capsys):
         bar.update(10)
     train_tiny(0)
     assert capsys.readouterr().err == ""
+
+
+class ScriptedValidation(nn.Module):
+    """A model whose validation loss follows a script: one learnable scalar that training moves, and whose
+    output on the validation inputs is chosen per record so that the loss there is known in advance."""
+
+    def __init__(self, val_losses: list[float]) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(1))
+        self.scores = iter(val_losses)
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        if not self.training:  # scoring the validation set: logits giving the scripted loss for label 0
+            loss = next(self.scores)
+            p = math.exp(-loss)  # probability of class 0; the others share the rest
+            other = (1 - p) / 2
+            row = torch.log(torch.tensor([p, other, other]))
+            return row.expand(len(inputs), 3) + 0 * self.weight
+        return torch.cat([self.weight.expand(len(inputs), 1), torch.zeros(len(inputs), 2)], dim=1)
+
+
+def test_the_validation_rule_stops_after_patience_and_keeps_the_best_weights():
+    # scores every 2 steps: best at step 4 (0.5), then 3 worse ones; patience 3 stops at step 10
+    val_losses = [0.9, 0.5, 0.6, 0.7, 0.8, 0.4, 0.3]
+    model = ScriptedValidation(val_losses)
+    weights = []
+
+    inputs, labels = torch.zeros(8, 1), torch.zeros(8, dtype=torch.long)
+    recipe = Recipe(lr=0.1, batch_size=4, steps=100, optimizer="adam", weight_decay=0.0, schedule="none",
+                    warmup_fraction=0.0, grad_clip=0.0)  # fmt: skip
+    original = model.state_dict
+
+    def state_dict(*args, **kwargs):
+        weights.append(model.weight.item())
+        return original(*args, **kwargs)
+
+    model.state_dict = state_dict
+    history, best = train_until_plateau(
+        model, inputs, labels, recipe, CPU, torch.Generator().manual_seed(0),
+        val=(torch.zeros(3, 1), torch.zeros(3, dtype=torch.long)), stopping=Stopping(eval_every=2, patience=3),
+    )  # fmt: skip
+    assert [r["step"] for r in history] == [2, 4, 6, 8, 10]  # stopped: 3 scores after the best, far below 100
+    assert [round(r["val_loss"], 6) for r in history] == [0.9, 0.5, 0.6, 0.7, 0.8]
+    assert best["step"] == 4 and best["val_loss"] == pytest.approx(0.5)
+    assert model.weight.item() == weights[1]  # the weights saved at step 4 are back in the model
+    assert model.weight.item() != weights[0]
+
+
+def test_the_validation_rule_runs_to_the_cap_while_the_loss_improves():
+    model = ScriptedValidation([1.0, 0.9, 0.8])
+    recipe = Recipe(lr=0.1, batch_size=4, steps=6, optimizer="adam", weight_decay=0.0, schedule="none",
+                    warmup_fraction=0.0, grad_clip=0.0)  # fmt: skip
+    history, best = train_until_plateau(
+        model, torch.zeros(8, 1), torch.zeros(8, dtype=torch.long), recipe, CPU, torch.Generator(),
+        val=(torch.zeros(3, 1), torch.zeros(3, dtype=torch.long)), stopping=Stopping(eval_every=2, patience=1),
+    )  # fmt: skip
+    assert [r["step"] for r in history] == [2, 4, 6] and best["step"] == 6
