@@ -1,7 +1,8 @@
 """Prints the README's results tables (markdown) from the committed metrics: `python -m pipeline.tools.report`.
 
-The headline table comes from metrics/evaluate.json, the data-hunger curve from metrics/data_hunger.json
-and the recipe ablation from metrics/ablation.json (beside the linear arm of evaluate.json).
+The headline table comes from metrics/evaluate.json (seed 000's two arms, then the protocol's arms at the
+headline size), the data-hunger curve and its runs from metrics/data_hunger.json, and the collapse study
+from metrics/ablation.json.
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ from pipeline import paths
 from pipeline.errors import UserError, stage_main
 from pipeline.plotting import LABELS
 
-VARIANT_PARTS = {
-    "seed": "seed 000's optimiser (Adam, constant lr, L2 weight decay, no clipping)",
-    "paper": "paper's optimiser (AdamW, warmup + cosine, clipping)",
-    "aug": "crop/flip",
-    "mean": "mean pooling",
+VARIANTS = {
+    "adam_l2": "Adam, decay 0.3 added to the gradient (L2): seed 000",
+    "adamw": "AdamW, decay 0.3 decoupled (the paper's)",
+    "adam_no_decay": "Adam, no decay",
 }
+TABLE_ORDER = ("scratch", "cnn", "pixels", "linear", "finetune")  # pipeline.arms.ARMS, from scratch to transfer
 
 
 def mean_std(value: dict) -> str:
@@ -40,12 +41,19 @@ def results_table(metrics: dict) -> str:
         acc, loss = m["test_acc"], m["test_loss"]
         per_seed = ", ".join(f"{a:.3f}" for a in acc["per_seed"])
         lines.append(
-            f"| {name} | **{acc['mean']:.3f} ± {acc['std']:.3f}** | {per_seed} | {loss['mean']:.3f} "
+            f"| {name} (seed 000's recipe) | **{mean_std(acc)}** | {per_seed} | {loss['mean']:.3f} "
             f"| {m['collapse']:.2f} | {m['params']['trainable']:,} / {m['params']['total']:,} "
             f"| {m['file_size_mb']['model']:.2f} / {m['file_size_mb']['head']:.3f} |"
         )
+    protocol = metrics["protocol"]
+    for arm in TABLE_ORDER:
+        acc = protocol[arm]
+        per_seed = ", ".join(f"{a:.3f}" for a in acc["per_seed"])
+        lines.append(f"| {LABELS[arm]} (protocol, {protocol['n_train_per_class']}/class) | **{mean_std(acc)}** "
+                     f"| {per_seed} | | | | |")  # fmt: skip
     baselines = metrics["baselines"]
-    lines.append(f"| Logistic regression on raw pixels (same images) | {baselines['pixels_logreg']:.3f} | | | | | |")
+    logreg = baselines["pixels_logreg"]
+    lines.append(f"| Logistic regression on raw pixels (same images, mean over seeds) | {logreg:.3f} | | | | | |")
     lines.append(f"| Majority training class | {baselines['majority']:.3f} | | | | | |")
     lines.append(f"| Chance | {baselines['chance']:.3f} | | | | | |")
     return "\n".join(lines)
@@ -53,9 +61,9 @@ def results_table(metrics: dict) -> str:
 
 def curve_table(curve: dict) -> str:
     """Test accuracy per arm and training-set size; the best arm of each size in bold."""
-    arms = [arm for arm in LABELS if arm in curve]
+    arms = [arm for arm in TABLE_ORDER if arm in curve]
     lines = [
-        "| per class | " + " | ".join(LABELS[arm] for arm in arms) + " | pixels logreg |",
+        "| per class | " + " | ".join(LABELS[arm] for arm in arms) + " | logistic regression on pixels |",
         "|---" * (len(arms) + 2) + "|",
     ]
     for size in sorted(curve[arms[0]], key=int):
@@ -67,28 +75,43 @@ def curve_table(curve: dict) -> str:
     return "\n".join(lines)
 
 
-def describe_variant(variant: str) -> str:
-    recipe, *options = variant.split("+")
-    return " + ".join(VARIANT_PARTS[part] for part in (recipe, *options))
-
-
-def ablation_table(ablation: dict, metrics: dict) -> str:
-    """Each recipe variant of the from-scratch ViT, then the linear arm and the baselines."""
+def runs_table(curve: dict) -> str:
+    """What the validation rule did: each trained arm's chosen lr, best step / steps run (mean over seeds) and
+    final train loss; each probe's ridge."""
+    trained = [arm for arm in TABLE_ORDER if arm in curve["runs"] and "lr" in next(iter(curve["runs"][arm].values()))]
+    probes = [arm for arm in TABLE_ORDER if arm in curve["runs"] and arm not in trained]
     lines = [
-        "| variant | recipe | test accuracy (mean ± std) | per seed | collapse | final train loss |",
-        "|---|---|---|---|---|---|",
+        "| per class | " + " | ".join(f"{LABELS[arm]}: lr, best / last step, train loss" for arm in trained)
+        + " | " + " | ".join(f"{LABELS[arm]}: ridge" for arm in probes) + " |",
+        "|---" * (len(trained) + len(probes) + 1) + "|",
+    ]  # fmt: skip
+    for size in sorted(curve["runs"][trained[0]], key=int):
+        cells = []
+        for arm in trained:
+            run = curve["runs"][arm][size]
+            cells.append(f"{run['lr']:g}, {run['best_step']['mean']:.0f} / {run['steps']['mean']:.0f}, "
+                         f"{run['train_loss']['mean']:.3f}")  # fmt: skip
+        cells += [", ".join(f"{r:g}" for r in curve["runs"][arm][size].get("reg", [])) for arm in probes]
+        lines.append(f"| {size} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def ablation_table(ablation: dict) -> str:
+    """Each weight-decay variant of seed 000's recipe: accuracy, collapse, loss and the weights' RMS."""
+    lines = [
+        "| variant | optimiser | test accuracy (mean ± std) | per seed | collapse | final train loss "
+        "| weight RMS: start -> end | layer-0 attention RMS: start -> end |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for variant in ablation["order"]:
-        result = ablation["variants"][variant]
-        per_seed = ", ".join(f"{a:.3f}" for a in result["test_acc"]["per_seed"])
+        r = ablation["variants"][variant]
+        per_seed = ", ".join(f"{a:.3f}" for a in r["test_acc"]["per_seed"])
         lines.append(
-            f"| `{variant}` | {describe_variant(variant)} | **{mean_std(result['test_acc'])}** | {per_seed} "
-            f"| {result['collapse']['mean']:.2f} | {result['train_loss']['mean']:.3f} |"
+            f"| `{variant}` | {VARIANTS[variant]} | **{mean_std(r['test_acc'])}** | {per_seed} "
+            f"| {r['collapse']['mean']:.2f} | {r['train_loss']['mean']:.3f} "
+            f"| {r['weight_rms_initial']['mean']:.4f} -> {r['weight_rms']['mean']:.5f} "
+            f"| {r['attention0_rms_initial']['mean']:.4f} -> {r['attention0_rms']['mean']:.5f} |"
         )
-    linear = mean_std(metrics["linear"]["test_acc"])
-    lines.append(f"| (reference) | {LABELS['linear']} (evaluate stage) | {linear} | | | |")
-    for name, value in ablation["baselines"].items():
-        lines.append(f"| (baseline) | {name.replace('_', ' ')} | {value:.3f} | | | |")
     return "\n".join(lines)
 
 
@@ -104,12 +127,15 @@ def main() -> None:
     metrics = read_metrics("evaluate.json")
     print(results_table(metrics))
     curve = read_metrics("data_hunger.json")
-    print(f"\nData-hunger curve: test accuracy, {curve['steps']} steps of {curve['batch_size']} per run\n")
+    print(f"\nData-hunger curve: test accuracy ({curve['n_test']} images), each seed its own subset, trained arms "
+          f"stopped on {curve['n_val']} validation images\n")  # fmt: skip
     print(curve_table(curve))
+    print("\nThe validation rule's choices\n")
+    print(runs_table(curve))
     ablation = read_metrics("ablation.json")
-    print(f"\nRecipe ablation: ViT from scratch on {ablation['n_train']} images, {ablation['steps']} steps of "
-          f"{ablation['batch_size']}\n")  # fmt: skip
-    print(ablation_table(ablation, metrics))
+    print(f"\nThe collapse, isolated: ViT from scratch on {ablation['n_train']} images, {ablation['epochs']} epochs at "
+          f"lr {ablation['lr']:g}\n")  # fmt: skip
+    print(ablation_table(ablation))
 
 
 if __name__ == "__main__":

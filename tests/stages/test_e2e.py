@@ -24,11 +24,12 @@ import pytest
 import torch
 from project_copy import clean_env, copy_project, set_params
 
+from pipeline.arms import ARMS
 from pipeline.model import ViT, vit_config
 
 REPO = Path(__file__).resolve().parents[2]
 CLASSES = ("alpha", "beta", "gamma")
-EVALUATE_KEYS = {"scratch", "linear", "baselines", "preset", "n_train", "n_test", "classes"}
+EVALUATE_KEYS = {"scratch", "linear", "baselines", "preset", "n_train", "n_val", "n_test", "classes", "protocol"}
 ARM_KEYS = {"test_acc", "test_loss", "per_class", "collapse", "file_size_mb", "params"}
 STAGES = (
     "download", "prepare", "backbone", "train_scratch", "linear_probe", "evaluate", "ablation", "plot", "analysis",
@@ -36,7 +37,7 @@ STAGES = (
 # The data-hunger sweep, cut to two points (data_hunger.points) so that the suite stays short: its matrices'
 # items (point, or arm x point) and the stage that gathers them.
 SWEEP_STAGES = (
-    *(f"sweep_{arm}@{point}" for arm in ("scratch", "cnn") for point in range(2)),
+    *(f"sweep_{arm}@{point}" for arm in ("scratch", "cnn", "pixels") for point in range(2)),
     *(f"sweep_pretrained@{arm}-{point}" for arm in ("linear", "finetune") for point in range(2)),
     "data_hunger",
 )
@@ -116,12 +117,16 @@ def paper_repo(tmp_path_factory, server):
         },
         train_scratch={"paper": {"epochs": 2, "batch_size": 8}},
         linear_probe={"paper": {"epochs": 2, "batch_size": 8}},
-        # 6 training images per class: 3 and 6 per class
+        validation={"paper_per_class": 2},
+        # 6 training images per class, 2 of them validation: 2 and 4 per class
         data_hunger={
             "points": [0, 1],
             "paper_fractions": [0.5, 1.0],
             "offline_sizes": [10, 25],
-            "steps": 2,
+            "headline_point": 1,
+            "max_steps": 4,
+            "eval_every": 2,
+            "patience": 1,
             "batch_size": 4,
         },
     )
@@ -144,11 +149,11 @@ def test_repro_runs_every_stage_and_writes_documented_metrics(paper_repo):
     assert set(metrics) >= EVALUATE_KEYS
     assert metrics["preset"] == "paper"
     assert metrics["classes"] == list(CLASSES)
-    assert (metrics["n_train"], metrics["n_test"]) == (18, 9)
+    assert (metrics["n_train"], metrics["n_val"], metrics["n_test"]) == (12, 6, 9)
     for arm in ("scratch", "linear"):
         assert set(metrics[arm]) >= ARM_KEYS
         acc = metrics[arm]["test_acc"]
-        assert len(acc["per_seed"]) == 2 and all(0 <= a <= 1 for a in acc["per_seed"])
+        assert len(acc["per_seed"]) == 2 and all(a * 9 == round(a * 9) for a in acc["per_seed"])  # out of 9
         assert abs(acc["mean"] - sum(acc["per_seed"]) / 2) < 1e-12
         assert set(metrics[arm]["per_class"]) == set(CLASSES)
         assert 1 / 3 <= metrics[arm]["collapse"] <= 1
@@ -157,7 +162,9 @@ def test_repro_runs_every_stage_and_writes_documented_metrics(paper_repo):
     assert metrics["scratch"]["params"]["trainable"] == metrics["scratch"]["params"]["total"]
     assert metrics["baselines"]["chance"] == pytest.approx(1 / 3)
     assert metrics["baselines"]["majority"] == pytest.approx(1 / 3)
-    for png in ("curves", "confusion", "comparison", "size_vs_accuracy", "ablation"):
+    curve = json.loads((repo / "metrics/data_hunger.json").read_text())
+    assert metrics["protocol"] == {"n_train_per_class": 4, **{arm: curve[arm]["4"] for arm in ARMS}}
+    for png in ("curves", "confusion", "comparison", "size_vs_accuracy", "ablation", "validation"):
         assert (repo / "plots" / f"{png}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (repo / "models/scratch/seed_1.pt").is_file() and (repo / "models/linear_probe/head_seed_1.pt").is_file()
 
@@ -165,28 +172,31 @@ def test_repro_runs_every_stage_and_writes_documented_metrics(paper_repo):
 def test_data_hunger_curve_has_every_arm_size_and_seed(paper_repo):
     repo, _, _ = paper_repo
     curve = json.loads((repo / "metrics/data_hunger.json").read_text())
-    sizes = {"3", "6"}
-    for arm in ("scratch", "cnn", "linear", "finetune"):
+    sizes = {"2", "4"}
+    for arm in ARMS:
         assert set(curve[arm]) == sizes
         for point in curve[arm].values():
             assert set(point) == {"mean", "std", "per_seed"} and len(point["per_seed"]) == 2
     assert set(curve["baselines"]) == sizes
-    assert set(curve["baselines"]["6"]) == {"chance", "majority", "pixels_logreg"}
-    assert (curve["n_test"], curve["steps"], curve["batch_size"]) == (9, 2, 4)
+    assert set(curve["baselines"]["4"]) == {"chance", "majority", "pixels_logreg"}
+    assert (curve["n_val"], curve["n_test"]) == (6, 9)
+    for arm in ("scratch", "cnn", "finetune"):  # trained under the validation rule: at most the cap of 4 steps
+        assert all(run["steps"]["mean"] <= 4 and run["lr"] in (0.001, 0.003, 0.0001, 0.0003)
+                   for run in curve["runs"][arm].values())  # fmt: skip
+    validation = (repo / "plots/validation.csv").read_text().splitlines()
+    assert validation[0] == "arm,n_train_per_class,seed,lr,step,train_loss,val_loss,val_acc"
     assert (repo / "plots/data_hunger.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_ablation_has_every_variant_and_seed(paper_repo):
     repo, _, _ = paper_repo
     summary = json.loads((repo / "metrics/ablation.json").read_text())
-    assert (
-        summary["order"]
-        == ["seed", "paper", "paper+aug", "paper+aug+mean"]
-        == sorted(summary["variants"], key=summary["order"].index)
-    )
+    assert summary["order"] == ["adam_l2", "adamw", "adam_no_decay"]
+    assert set(summary["variants"]) == set(summary["order"])
     for result in summary["variants"].values():
-        assert len(result["test_acc"]["per_seed"]) == 2 and 0 <= result["test_acc"]["mean"] <= 1
-    assert (summary["n_train"], summary["n_test"], summary["steps"]) == (18, 9, 2)
+        assert len(result["test_acc"]["per_seed"]) == 2
+        assert all(a * 9 == round(a * 9) for a in result["test_acc"]["per_seed"])  # a count out of 9 images
+    assert (summary["n_train"], summary["n_test"], summary["epochs"]) == (12, 9, 2)
 
 
 def test_mlflow_records_every_training_run_with_tags(paper_repo):
@@ -209,17 +219,20 @@ def test_mlflow_records_every_training_run_with_tags(paper_repo):
     mlflow.set_tracking_uri(f"sqlite:///{repo / 'mlflow.db'}")
     model = mlflow.models.get_model_info(f"runs:/{run.info.run_id}/model")  # each seed's model, with a signature
     assert model.signature is not None and model.flavors.get("pytorch")
-    history = client.get_metric_history(run.info.run_id, "test_acc")
+    history = client.get_metric_history(run.info.run_id, "val_acc")  # validation every epoch; test once, later
     assert [m.step for m in history] == [1, 2]
-    sweep = by_name["sweep-finetune-6-seed1"]
-    assert (sweep.data.tags["arm"], sweep.data.tags["n_train_per_class"]) == ("finetune", "6")
-    assert 0 <= sweep.data.metrics["final_test_acc"] <= 1
-    assert sum(name.startswith("sweep-") and "-seed" in name for name in by_name) == 4 * 2 * 2  # arm x size x seed
-    assert sum(name.startswith("ablation-") for name in by_name) == 4 * 2  # variant x seed
+    (sweep,) = [run for name, run in by_name.items() if name.startswith("sweep-finetune-4-seed1-lr")]
+    assert (sweep.data.tags["arm"], sweep.data.tags["n_train_per_class"]) == ("finetune", "4")
+    curve = json.loads((repo / "metrics/data_hunger.json").read_text())
+    assert sweep.data.metrics["final_test_acc"] == curve["finetune"]["4"]["per_seed"][1]
+    # the first seed tries each lr of the grid (2), the second seed runs the chosen one; probes run once a seed
+    runs = [name for name in by_name if name.startswith("sweep-") and "-seed" in name]
+    assert len(runs) == 3 * 2 * 3 + 2 * 2 * 2  # trained arm x size x (2 + 1), probe x size x seed
+    assert sum(name.startswith("ablation-") for name in by_name) == 3 * 2  # variant x seed
     evaluate = by_name["evaluate"].data.metrics  # the headline numbers reach MLflow too
     metrics = json.loads((repo / "metrics/evaluate.json").read_text())
     assert evaluate["linear.test_acc.mean"] == metrics["linear"]["test_acc"]["mean"]
-    assert by_name["ablation-paper+aug-seed1"].data.tags["variant"] == "paper+aug"
+    assert by_name["ablation-adamw-seed1"].data.tags["variant"] == "adamw"
 
 
 def test_second_repro_is_a_no_op(paper_repo):
@@ -234,7 +247,7 @@ def test_changing_one_param_reruns_only_dependent_stages(paper_repo):
     set_params(repo, data_hunger={"logreg_max_per_class": 3})  # read by the curve's gathering stage alone
     output = run(["dvc", "repro"], repo, env)
     ran = {stage for stage in STAGES + SWEEP_STAGES if f"Running stage '{stage}'" in output}
-    assert ran == {"data_hunger"}
+    assert ran == {"data_hunger", "evaluate"}  # evaluate reads the curve's JSON (its protocol arms)
 
 
 def test_push_then_fresh_clone_pulls_identical_results(paper_repo, tmp_path):
@@ -267,13 +280,13 @@ def test_plots_render_offline_and_overlay_two_revisions(paper_repo):
     run([sys.executable, "-m", "pipeline.tools.plots"], repo, env)
     page = (repo / "dvc_plots" / "index.html").read_text()
     assert "cdn.jsdelivr" not in page and "vega-embed 6.29.0" in page
-    for title in ("Data hunger", "Recipe ablation", "confusion summed over seeds"):  # paper: no backbone history
+    for title in ("Data hunger", "The collapse, isolated", "confusion summed over seeds"):  # paper: no backbone
         assert title in page
     assert '"scale": {"type": "log"}' in page or '"type": "log"' in page  # images per class on a log axis
     curve = (repo / "plots" / "data_hunger.csv").read_text().splitlines()
     assert curve[0] == "arm,n_train_per_class,test_acc,test_acc_std"
     rows = [line.split(",")[0] for line in curve[1:]]
-    assert len(rows) - rows.count("pixels_logreg") == 4 * 2  # arm x size (the pixel probe: as many as fitted)
+    assert len(rows) - rows.count("pixels_logreg") == 5 * 2  # arm x size (the logistic regression: as fitted)
     assert rows.count("pixels_logreg") >= 1
     run([sys.executable, "-m", "pipeline.tools.plots", "HEAD"], repo, env)  # dvc plots diff HEAD (workspace)
     assert "Data hunger" in (repo / "dvc_plots" / "index.html").read_text()

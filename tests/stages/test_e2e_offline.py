@@ -36,10 +36,19 @@ def test_offline_preset_runs_on_a_small_idx_fixture(tmp_path):
         repo,
         seeds=[0],
         offline={"classes": ["Trouser", "Sandal", "Bag"], "train_per_class": 4},
+        validation={"offline_per_class": 2},
         backbone={"epochs": 1, "batch_size": 16},
         train_scratch={"offline": {"epochs": 1, "batch_size": 8}},
         linear_probe={"offline": {"epochs": 1, "batch_size": 8}},
-        data_hunger={"offline_sizes": [1, 2, 3, 4, 6, 8], "steps": 2, "batch_size": 4},
+        data_hunger={
+            "offline_sizes": [1, 2, 3, 4, 6],
+            "max_steps": 2,
+            "eval_every": 1,
+            "patience": 1,
+            "batch_size": 4,
+            "cnn": {"lrs": [0.001]},
+            "finetune": {"lrs": [0.0001]},
+        },  # fmt: skip
     )
     rng = np.random.default_rng(0)
     raw = repo / "data/raw/fashion-mnist"
@@ -55,12 +64,12 @@ def test_offline_preset_runs_on_a_small_idx_fixture(tmp_path):
     # preset: tests/stages/test_e2e.py runs them)
     for stage in ("prepare", "backbone", "train_scratch"):
         run([sys.executable, "-m", f"pipeline.stages.{stage}"], repo, env)
-    for arm, point in (("cnn", "1"), ("finetune", "5")):
+    for arm, point in (("cnn", "1"), ("finetune", "4")):
         run([sys.executable, "-m", "pipeline.stages.sweep", arm, point], repo, env)
     info = json.loads((repo / "data/prepared/info.json").read_text())
-    assert info["counts"] == {"train": 12, "test": 9, "pool_train": 56, "pool_test": 21, "train_all": 24}
-    point = json.loads((repo / "metrics/data_hunger/finetune_5.json").read_text())
-    assert (point["n_train_per_class"], point["n_train"], point["n_test"]) == (8, 24, 9)
+    assert info["counts"] == {"val": 6, "test": 9, "pool_train": 56, "pool_test": 21, "train_all": 18}
+    point = json.loads((repo / "metrics/data_hunger/finetune_4.json").read_text())
+    assert (point["n_train_per_class"], point["n_train"], point["n_val"], point["n_test"]) == (6, 18, 6, 9)
     cnn_point = json.loads((repo / "metrics/data_hunger/cnn_1.json").read_text())
     assert (cnn_point["n_train"], cnn_point["trained_parameters"]) == (6, 1_226_595)  # grey 28x28, 3 classes
     assert "Trouser" not in info["pool_classes"] and len(info["pool_classes"]) == 7

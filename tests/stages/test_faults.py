@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import re
 import shutil
 import signal
@@ -33,6 +34,7 @@ from loopback import ScriptedServer, running_server
 from project_copy import clean_env, copy_project, merged, set_params
 
 from pipeline import fashion_mnist, fetch, files
+from pipeline.arms import ARMS
 from pipeline.config import ConfigError, load_params
 from pipeline.errors import UserError
 from pipeline.model import ViT, ViTConfig, vit_config
@@ -239,8 +241,16 @@ def project(tmp_path_factory, server) -> Project:
         },
         train_scratch={"paper": {"epochs": 2, "batch_size": 4}},
         linear_probe={"paper": {"epochs": 2, "batch_size": 4}},
+        validation={"paper_per_class": 1},
     )
     (root / "inject.py").write_text(INJECT)
+    # evaluate reads the curve's protocol arms; these faults are about evaluate's own inputs and outputs, so a
+    # stand-in curve replaces the 25 sweep items
+    point = {"mean": 0.5, "std": 0.0, "per_seed": [0.5]}
+    (repo / "metrics").mkdir(exist_ok=True)
+    (repo / "metrics/data_hunger.json").write_text(
+        json.dumps({arm: {str(n): point for n in (1, 2, 3)} for arm in ARMS})
+    )
     env = clean_env()
     env["MLFLOW_TRACKING_URI"] = f"sqlite:///{root / 'mlflow.db'}"
     project = Project(repo, env, server, root / "inject.py")
@@ -876,7 +886,7 @@ def test_two_queued_experiments_in_parallel_are_both_recorded_in_mlflow(tmp_path
     assert {r.data.tags.get("dvc_experiment") for r in runs} == {"lr-0.001", "lr-0.002"}
     seeds = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
     assert {r.data.tags["mlflow.parentRunId"] for r in seeds} == {r.info.run_id for r in stages}
-    assert all(len(client.get_metric_history(r.info.run_id, "test_acc")) == 1 for r in seeds)
+    assert all(len(client.get_metric_history(r.info.run_id, "val_acc")) == 1 for r in seeds)
     shown = git_dvc(repo, env, "dvc", "exp", "show", "--csv")
     assert "lr-0.001" in shown and "lr-0.002" in shown  # dvc exp show lists both jobs
 
