@@ -90,6 +90,17 @@ def make_optimizer(parameters, recipe: Recipe) -> torch.optim.Optimizer:
     return torch.optim.Adam(parameters, lr=recipe.lr, betas=(0.9, 0.999), weight_decay=recipe.weight_decay)
 
 
+def optimizer_step(loss: torch.Tensor, optimizer, scheduler, parameters: list, grad_clip: float) -> None:
+    """One update: gradients of ``loss``, clipped to a global norm of ``grad_clip`` (0: not clipped), then the
+    optimiser's and the schedule's step."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if grad_clip > 0:
+        nn.utils.clip_grad_norm_(parameters, grad_clip)
+    optimizer.step()
+    scheduler.step()
+
+
 def lr_factor(step: int, total_steps: int, recipe: Recipe) -> float:
     """Linear warmup over ``warmup_fraction`` of the steps, then constant or cosine decay to 0."""
     warmup = int(recipe.warmup_fraction * total_steps)
@@ -184,12 +195,7 @@ def train(
                     f"learning rate ({recipe.lr}) is probably too high for this model, or the inputs hold NaN. Lower "
                     "the lr in params.yaml (warmup_fraction and grad_clip help too, where the stage has them)"
                 )
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if recipe.grad_clip > 0:
-                nn.utils.clip_grad_norm_(parameters, recipe.grad_clip)
-            optimizer.step()
-            scheduler.step()
+            optimizer_step(loss, optimizer, scheduler, parameters, recipe.grad_clip)
             loss_sum += loss.item() * len(index)
             correct += (logits.argmax(dim=1) == batch_labels).sum().item()
             seen += len(index)

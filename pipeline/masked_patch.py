@@ -18,7 +18,16 @@ from torch import nn
 
 from pipeline.config import MaskedPatchConfig
 from pipeline.data import ImageSet
-from pipeline.engine import Recipe, epoch_batches, epoch_steps, lr_factor, make_optimizer, progress_bar
+from pipeline.engine import (
+    NonFiniteLossError,
+    Recipe,
+    epoch_batches,
+    epoch_steps,
+    lr_factor,
+    make_optimizer,
+    optimizer_step,
+    progress_bar,
+)
 from pipeline.model import ViT
 from pipeline.runtime import Runtime
 
@@ -91,12 +100,11 @@ def pretrain_masked_patch(
             inputs = runtime.to_device(images.normalise(pixels))
             with runtime.autocast():
                 loss, right, count = model.loss(inputs, runtime.to_device(pixels), cfg.mask_fraction, generator)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if recipe.grad_clip > 0:
-                nn.utils.clip_grad_norm_(parameters, recipe.grad_clip)
-            optimizer.step()
-            scheduler.step()
+            if not torch.isfinite(loss):
+                raise NonFiniteLossError(
+                    f"the masked-patch loss became {loss.item()} at step {step}; lower masked_patch.lr in params.yaml"
+                )
+            optimizer_step(loss, optimizer, scheduler, parameters, recipe.grad_clip)
             loss_sum, correct, seen = loss_sum + loss.item() * count, correct + right, seen + count
             bar.update(1)
             if step % steps_per_epoch == 0:
