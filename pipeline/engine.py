@@ -248,6 +248,9 @@ def train_until_plateau(
     best_state: dict[str, torch.Tensor] = {}
 
     def keep_best(record: dict) -> bool:
+        # under torchrun, rank 0's score decides for every rank (batch-norm statistics differ per shard), so
+        # that all ranks stop at the same step
+        record["val_loss"] = from_rank_zero(record["val_loss"], runtime)
         if not best or record["val_loss"] < best["val_loss"]:
             best.clear()
             best.update(record)
@@ -299,6 +302,17 @@ def sum_over_ranks(count: int, runtime: Runtime) -> int:
     total = torch.tensor([count], dtype=torch.int64, device=runtime.device)  # NCCL reduces GPU tensors only
     dist.all_reduce(total)
     return int(total.item())
+
+
+def from_rank_zero(value: float, runtime: Runtime) -> float:
+    """Rank 0's ``value`` on every rank of a torchrun job (itself in one process)."""
+    if runtime.world_size == 1:
+        return value
+    import torch.distributed as dist
+
+    tensor = torch.tensor([value], dtype=torch.float64, device=runtime.device)
+    dist.broadcast(tensor, src=0)
+    return float(tensor.item())
 
 
 @torch.inference_mode()

@@ -14,13 +14,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from pipeline.arms.cnn import small_resnet
 from pipeline.curve import seed_subset
 from pipeline.data import ImageSet, batch_preparer
 from pipeline.engine import extract_features
 from pipeline.metrics import spread
 from pipeline.model import ViT, vit_config
 from pipeline.probe import accuracy, fit_probe
+from pipeline.resnet import small_resnet
 from pipeline.runtime import Runtime
 
 ARCHES = ("vit", "resnet")  # dvc.yaml's pretrain_scale matrix; vit_masked_patch comes from its own stage

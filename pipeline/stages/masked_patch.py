@@ -15,7 +15,7 @@ from pipeline.config import load_params
 from pipeline.curve import sweep_train_set, val_set
 from pipeline.data import ImageSet, load_split
 from pipeline.engine import count_parameters
-from pipeline.errors import stage_main
+from pipeline.errors import UserError, stage_main
 from pipeline.files import save_tensors, write_json
 from pipeline.masked_patch import MaskedPatchModel, pretrain_masked_patch
 from pipeline.model import ViT, vit_config
@@ -35,6 +35,8 @@ def main() -> None:
         write_json(OUTPUT, {"preset": params.preset, "skipped": "the paper preset's backbone is ImageNet's"})
         return
     runtime, cfg, batch = resolve_runtime(params.runtime), params.masked_patch, params.evaluate.batch_size
+    if runtime.world_size > 1:
+        raise UserError("masked_patch trains in one process; run it without torchrun (`dvc repro masked_patch`)")
     pool, target = load_split(paths.PREPARED / "pool_train.pt"), sweep_train_set("offline", "pretrained")
     images = torch.cat([pool.images, target.images])  # labels unused: every image is class 0
     unlabeled = ImageSet(images, torch.zeros(len(images), dtype=torch.long), ["unlabeled"], pool.mean, pool.std)

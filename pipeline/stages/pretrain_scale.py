@@ -5,8 +5,8 @@
 backbone is pretrained on ``pretraining_scale.pool_per_class[point]`` images of each pool class (nested
 across sizes) with ``backbone``'s recipe, then scored by its pool test accuracy and by the few-shot probe on
 the target classes at ``pretraining_scale.shots`` images per class (each seed its own shots; the ridge chosen
-on the validation split). At the pool's full size the ViT is the backbone stage's model, which this recipe
-on these images would reproduce bit for bit, so it is read, not retrained. Offline preset only.
+on the validation split). At the pool's full size the ViT is the backbone stage's model (the same recipe,
+seed and images in the same order), so it is read, not trained again. Offline preset only.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def run_item(params: Params, arch: str, point: int) -> dict:
     pool = seed_subset(pool_all, params.pretraining_scale.pool_per_class[point], cfg.seed)
     name = f"pretrain_scale-{arch}-{len(pool)}"
     with stage_tracker(params, name, seed=cfg.seed, runtime=runtime, arch=arch, n_pretrain=str(len(pool))) as tracker:
-        if arch == "vit" and len(pool) == len(pool_all):  # the backbone stage's model: the same recipe and images
+        if arch == "vit" and len(pool) == len(pool_all):  # the backbone stage's: the same recipe, seed and images
             model = load_backbone(params.offline.model, runtime)
             pool_test_acc = json.loads((paths.METRICS / "backbone.json").read_text())["pool_test_acc"]
         else:
