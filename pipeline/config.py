@@ -262,6 +262,43 @@ class DataHungerConfig:
             getattr(self, arm).validate(f"{key}.{arm}")
 
 
+@dataclass(frozen=True)
+class PretrainingScaleConfig:
+    """The pretraining-size axis (paper Figures 3 and 4, in miniature): supervised backbones of each
+    architecture on nested subsets of the pool, all trained by ``backbone``'s recipe (the same epochs, so
+    every image is seen equally often), scored by the few-shot probe on the target classes."""
+
+    points: list[int]  # dvc.yaml's matrix items, one per pool size
+    pool_per_class: list[int]  # images per pool class at each point (7 classes)
+    shots: list[int]  # few-shot probe sizes, images per target class; each seed draws its own
+
+    def validate(self, key: str) -> None:
+        _check(self.points == list(range(len(self.points))) and len(self.points) >= 1, f"{key}.points",
+               f"must be 0, 1, ..., n-1 (dvc.yaml's matrix items), got {self.points}")  # fmt: skip
+        _check(len(self.pool_per_class) == len(self.points), f"{key}.pool_per_class",
+               f"must list one size per point ({len(self.points)}), got {len(self.pool_per_class)}")  # fmt: skip
+        for name in ("pool_per_class", "shots"):
+            values = getattr(self, name)
+            _check(len(values) >= 1 and values[0] >= 1 and all(a < b for a, b in itertools.pairwise(values)),
+                   f"{key}.{name}", f"must be positive and strictly increasing, got {values}")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class MaskedPatchConfig(EpochRecipe):
+    """Masked patch prediction (paper section 4.6) on the unlabeled training images of all ten classes, with
+    its go/no-go rule written before its first run."""
+
+    mask_fraction: float  # share of patch embeddings corrupted: 80% mask token, 10% another patch, 10% kept
+    bits: int  # the target: each corrupted patch's mean intensity per channel, quantised to this many bits
+    seed: int
+    decision_shots: int  # go if its validation few-shot accuracy here beats the supervised ViT on the whole pool
+
+    def validate(self, key: str) -> None:
+        super().validate(key)
+        _check(0 < self.mask_fraction < 1, f"{key}.mask_fraction", "must be in (0, 1)")
+        _check(1 <= self.bits <= 8, f"{key}.bits", "must be between 1 and 8")
+
+
 # The collapse, isolated: seed 000's recipe with only its weight decay changed (pipeline/stages/ablation.py).
 AblationVariant = Literal["adam_l2", "adamw", "adam_no_decay"]
 
@@ -294,10 +331,15 @@ class Params:
     validation: ValidationConfig
     data_hunger: DataHungerConfig
     ablation: AblationConfig
+    pretraining_scale: PretrainingScaleConfig
+    masked_patch: MaskedPatchConfig
 
     def validate(self, key: str = "") -> None:
         _check(len(self.seeds) >= 1, "seeds", "must list at least one seed")
         _check(len(set(self.seeds)) == len(self.seeds), "seeds", "must not repeat a seed")
+        _check(self.masked_patch.decision_shots in self.pretraining_scale.shots, "masked_patch.decision_shots",
+               f"must be one of pretraining_scale.shots {self.pretraining_scale.shots}, got "
+               f"{self.masked_patch.decision_shots}")  # fmt: skip
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if dataclasses.is_dataclass(value):

@@ -90,6 +90,17 @@ def make_optimizer(parameters, recipe: Recipe) -> torch.optim.Optimizer:
     return torch.optim.Adam(parameters, lr=recipe.lr, betas=(0.9, 0.999), weight_decay=recipe.weight_decay)
 
 
+def optimizer_step(loss: torch.Tensor, optimizer, scheduler, parameters: list, grad_clip: float) -> None:
+    """One update: gradients of ``loss``, clipped to a global norm of ``grad_clip`` (0: not clipped), then the
+    optimiser's and the schedule's step."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if grad_clip > 0:
+        nn.utils.clip_grad_norm_(parameters, grad_clip)
+    optimizer.step()
+    scheduler.step()
+
+
 def lr_factor(step: int, total_steps: int, recipe: Recipe) -> float:
     """Linear warmup over ``warmup_fraction`` of the steps, then constant or cosine decay to 0."""
     warmup = int(recipe.warmup_fraction * total_steps)
@@ -184,12 +195,7 @@ def train(
                     f"learning rate ({recipe.lr}) is probably too high for this model, or the inputs hold NaN. Lower "
                     "the lr in params.yaml (warmup_fraction and grad_clip help too, where the stage has them)"
                 )
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if recipe.grad_clip > 0:
-                nn.utils.clip_grad_norm_(parameters, recipe.grad_clip)
-            optimizer.step()
-            scheduler.step()
+            optimizer_step(loss, optimizer, scheduler, parameters, recipe.grad_clip)
             loss_sum += loss.item() * len(index)
             correct += (logits.argmax(dim=1) == batch_labels).sum().item()
             seen += len(index)
@@ -242,6 +248,9 @@ def train_until_plateau(
     best_state: dict[str, torch.Tensor] = {}
 
     def keep_best(record: dict) -> bool:
+        # under torchrun, rank 0's score decides for every rank (batch-norm statistics differ per shard), so
+        # that all ranks stop at the same step
+        record["val_loss"] = from_rank_zero(record["val_loss"], runtime)
         if not best or record["val_loss"] < best["val_loss"]:
             best.clear()
             best.update(record)
@@ -293,6 +302,17 @@ def sum_over_ranks(count: int, runtime: Runtime) -> int:
     total = torch.tensor([count], dtype=torch.int64, device=runtime.device)  # NCCL reduces GPU tensors only
     dist.all_reduce(total)
     return int(total.item())
+
+
+def from_rank_zero(value: float, runtime: Runtime) -> float:
+    """Rank 0's ``value`` on every rank of a torchrun job (itself in one process)."""
+    if runtime.world_size == 1:
+        return value
+    import torch.distributed as dist
+
+    tensor = torch.tensor([value], dtype=torch.float64, device=runtime.device)
+    dist.broadcast(tensor, src=0)
+    return float(tensor.item())
 
 
 @torch.inference_mode()

@@ -297,3 +297,50 @@ def plot_validation(summaries: dict[str, list[dict]], max_steps: int) -> None:
     figure.suptitle("Validation loss per run (first seed); the dot is the kept, best-validation step", fontsize=9)
     save(figure, "validation.png")
     plt.close(figure)
+
+
+def plot_pretraining_scale(metrics: dict) -> None:
+    """The paper's Figure 4 in miniature: few-shot test accuracy against pretraining images, ViT against
+    ResNet, one panel per number of shots; the masked-patch ViT as a point, the pixel probe as a line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shots = list(metrics["pixels"])
+    figure, axes = plt.subplots(1, len(shots), figsize=(4.2 * len(shots), 3.8), squeeze=False, sharey=True)
+    styles = {
+        "vit": ("tab:blue", "o-", "ViT (supervised)"),
+        "resnet": ("tab:orange", "s-", "small ResNet (supervised)"),
+        "vit_masked_patch": ("tab:purple", "*", "ViT (masked patches, all images)"),
+    }
+    for axis, shot in zip(axes[0], shots, strict=True):
+        for arch, (colour, style, label) in styles.items():
+            sizes = sorted(metrics[arch], key=int)
+            mean = [metrics[arch][n][shot]["mean"] for n in sizes]
+            std = [metrics[arch][n][shot]["std"] for n in sizes]
+            params = parameter_count(metrics["trained_parameters"][arch])
+            axis.errorbar([int(n) for n in sizes], mean, yerr=std, fmt=style, color=colour, capsize=3,
+                          markersize=10 if arch == "vit_masked_patch" else 5, label=f"{label}, {params}")  # fmt: skip
+        pixels = metrics["pixels"][shot]
+        axis.axhline(pixels["mean"], color="grey", linestyle="-.", label="few-shot probe on pixels")
+        axis.set_xscale("log")
+        axis.set(title=f"{shot} images per target class", xlabel="pretraining images (log scale)")
+    axes[0][0].set(ylabel="few-shot test accuracy (mean over seeds)")
+    axes[0][-1].legend(fontsize=7, loc="lower right")
+    figure.suptitle("Pretraining-set size (paper Fig. 4): few-shot linear probe on the target classes", fontsize=9)
+    save(figure, "pretraining_scale.png")
+    plt.close(figure)
+
+
+def save_note(name: str, text: str) -> None:
+    """A PNG that says why a plot has no data (e.g. a stage the preset does not run)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure = plt.figure(figsize=(6, 1.2))
+    figure.text(0.5, 0.5, text, ha="center", va="center", fontsize=9, wrap=True)
+    save(figure, name)
+    plt.close(figure)

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+from torch import nn
+
 from pipeline import paths
 from pipeline.config import BackboneConfig, PaperConfig
-from pipeline.data import batch_preparer, load_split
+from pipeline.data import ImageSet, batch_preparer, load_split
 from pipeline.engine import Recipe, count_parameters, epoch_steps, train
 from pipeline.errors import UserError
 from pipeline.fetch import download
@@ -25,24 +28,7 @@ def pretrain(
     pool_train, pool_test = load_split(paths.PREPARED / "pool_train.pt"), load_split(paths.PREPARED / "pool_test.pt")
     generator = seed_everything(cfg.seed)
     model = ViT(vit_config(model_name, num_classes=len(pool_train.classes))).to(runtime.device)
-    steps_per_epoch = epoch_steps(1, len(pool_train), cfg.batch_size)
-    recipe = Recipe.of(cfg, cfg.batch_size, cfg.epochs * steps_per_epoch)
-
-    def report(record: dict) -> None:
-        # the pool's seven classes, not the target task: named apart from the arms' test_acc in MLflow
-        pool = {k.replace("test_", "pool_test_"): v for k, v in record.items() if k not in ("epoch", "step")}
-        tracker.log_metrics(pool, step=record["epoch"])
-        print(
-            f"backbone epoch {record['epoch']}: "
-            + ", ".join(f"{k} {v:.4f}" for k, v in record.items() if k not in ("epoch", "step"))
-        )
-
-    history = train(
-        model, pool_train.images, pool_train.labels, recipe, runtime, generator,
-        prepare=batch_preparer(pool_train, cfg.augment), record_every=steps_per_epoch,
-        evaluations={"test": (pool_test.images, pool_test.labels)}, eval_batch_size=eval_batch_size,
-        on_record=report, description="backbone",
-    )  # fmt: skip
+    history = train_on_pool(model, pool_train, pool_test, cfg, runtime, generator, eval_batch_size, tracker, "backbone")
     state = {k: v.cpu() for k, v in model.state_dict().items()}
     summary = {
         "source": "pretrain",
@@ -53,6 +39,32 @@ def pretrain(
         "params": count_parameters(model),
     }
     return state, history, summary
+
+
+def train_on_pool(
+    model: nn.Module, pool_train: ImageSet, pool_test: ImageSet, cfg: BackboneConfig, runtime: Runtime,
+    generator: torch.Generator, eval_batch_size: int, tracker: Tracker, description: str,
+) -> list[dict]:  # fmt: skip
+    """``backbone``'s recipe on the pool: its epochs, batch, optimiser and augmentation, the pool's test set
+    scored every epoch (logged as ``pool_test_*``). Returns the per-epoch records."""
+    steps_per_epoch = epoch_steps(1, len(pool_train), cfg.batch_size)
+    recipe = Recipe.of(cfg, cfg.batch_size, cfg.epochs * steps_per_epoch)
+
+    def report(record: dict) -> None:
+        # the pool's seven classes, not the target task: named apart from the arms' test_acc in MLflow
+        pool = {k.replace("test_", "pool_test_"): v for k, v in record.items() if k not in ("epoch", "step")}
+        tracker.log_metrics(pool, step=record["epoch"])
+        print(
+            f"{description} epoch {record['epoch']}: "
+            + ", ".join(f"{k} {v:.4f}" for k, v in record.items() if k not in ("epoch", "step"))
+        )
+
+    return train(
+        model, pool_train.images, pool_train.labels, recipe, runtime, generator,
+        prepare=batch_preparer(pool_train, cfg.augment), record_every=steps_per_epoch,
+        evaluations={"test": (pool_test.images, pool_test.labels)}, eval_batch_size=eval_batch_size,
+        on_record=report, description=description,
+    )  # fmt: skip
 
 
 def torchvision_weights(cfg: PaperConfig) -> tuple[dict, list[dict], dict]:

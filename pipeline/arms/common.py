@@ -50,7 +50,8 @@ def fit_seed(
     curve: Curve, data: dict, seed: int, lr: float, arm: str, build_model: Callable[[ImageSet], nn.Module]
 ) -> dict:
     """One trained run: the seed's subset, ``data_hunger.<arm>`` at ``lr``, trained under the validation rule
-    (best-validation weights kept), then tested once on the whole test set."""
+    (best-validation weights kept). Its ``score`` tests it on the whole test set: the sweep calls it once, for
+    a run it keeps."""
     cfg, runtime = curve.config, curve.runtime
     generator = seed_everything(seed)
     train_set = seed_subset(data["pool"], data["n"], seed)
@@ -61,11 +62,16 @@ def fit_seed(
         val=(data["val"].images, data["val"].labels), stopping=Stopping(cfg.eval_every, cfg.patience),
         prepare=data["prepare"], eval_batch_size=curve.eval_batch_size, description=f"{arm} seed {seed} lr {lr:g}",
     )  # fmt: skip
-    result = evaluate(model, data["test"].images, data["test"].labels, runtime, curve.eval_batch_size, data["score"])
+
+    def score() -> dict:
+        result = evaluate(
+            model, data["test"].images, data["test"].labels, runtime, curve.eval_batch_size, data["score"]
+        )
+        return {"test_acc": result.accuracy, "test_loss": result.loss}
+
     return {
         "lr": lr,
-        "test_acc": result.accuracy,
-        "test_loss": result.loss,
+        "score": score,  # the test set, called once the run is kept
         "train_loss": history[-1]["train_loss"],
         "best_train_loss": best["train_loss"],
         "val_loss": best["val_loss"],
@@ -78,15 +84,15 @@ def fit_seed(
     }
 
 
-def probe_record(probe: Probe, train: tuple, test: tuple, num_classes: int) -> dict:
-    """A few-shot probe's run: test accuracy, the train objective (mean squared error to the {-1, 1}
-    targets), the chosen ridge and its validation accuracy."""
+def probe_record(probe: Probe, train: tuple, data: dict) -> dict:
+    """A few-shot probe's run: the train objective (mean squared error to the {-1, 1} targets), the chosen
+    ridge and its validation accuracy; ``score`` gives its test accuracy."""
     from pipeline.probe import accuracy, targets
 
-    (train_x, train_y), (test_x, test_y) = train, test
-    residual = probe.logits(train_x).double() - targets(train_y, num_classes)
+    train_x, train_y = train
+    residual = probe.logits(train_x).double() - targets(train_y, data["num_classes"])
     return {
-        "test_acc": accuracy(probe.logits(test_x), test_y),
+        "score": lambda: {"test_acc": accuracy(probe.logits(data["test_features"]), data["test"].labels)},
         "train_loss": residual.pow(2).mean().item(),
         "train_acc": accuracy(probe.logits(train_x), train_y),
         "val_acc": probe.val_acc,

@@ -47,8 +47,7 @@ def seed_probe(curve: Curve, data: dict, seed: int) -> tuple[Probe, torch.Tensor
 def run_seed(curve: Curve, data: dict, seed: int, lr: float | None = None) -> dict:
     """The probe on this seed's subset; ``lr`` is unused (a closed form has none)."""
     probe, features, train_set = seed_probe(curve, data, seed)
-    test = (data["test_features"], data["test"].labels)
-    return probe_record(probe, (features, train_set.labels), test, data["num_classes"])
+    return probe_record(probe, (features, train_set.labels), data)
 
 
 def head_state(head: nn.Linear) -> dict[str, torch.Tensor]:

@@ -23,5 +23,4 @@ def run_seed(curve: Curve, data: dict, seed: int, lr: float | None = None) -> di
     features = flat_pixels(train_set)
     probe = fit_probe(features, train_set.labels, data["val_features"], data["val"].labels, data["num_classes"],
                       curve.config.probe_regs)  # fmt: skip
-    test = (data["test_features"], data["test"].labels)
-    return probe_record(probe, (features, train_set.labels), test, data["num_classes"])
+    return probe_record(probe, (features, train_set.labels), data)

@@ -15,7 +15,6 @@ scored once per run, at the end, and never chooses anything.
 from __future__ import annotations
 
 import sys
-import time
 
 from pipeline.arms import ARMS, TRAINED, arm_module
 from pipeline.arms.common import PER_RUN, Curve, point_summary
@@ -46,28 +45,30 @@ def run_point(params: Params, arm: str, point: int) -> dict:
     with stage_tracker(params, f"sweep-{arm}-{n}", runtime=runtime, dvc_stage=DVC_STAGES[arm], arm=arm,
                        n_train_per_class=str(n), point=str(point)) as stage:  # fmt: skip
 
-        def run(seed: int, lr: float | None) -> dict:
-            started = time.perf_counter()
+        def run(seed: int, lr: float | None) -> tuple[dict, object]:
             name = f"sweep-{arm}-{n}-seed{seed}" + ("" if lr is None else f"-lr{lr:g}")
             differs = {"seed": str(seed)} | ({} if lr is None else {"lr": str(lr)})
             with stage.child(name, differs, **differs) as tracker:
                 result = module.run_seed(curve, data, seed, lr)
                 for record in result.get("curve", []):
                     tracker.log_metrics({k: v for k, v in record.items() if k != "step"}, step=record["step"])
-                tracker.log_metrics({k: float(result[k]) for k in PER_RUN if k in result} |
-                                    {"final_test_acc": result["test_acc"]})  # fmt: skip
-            print(
-                f"{name}: test_acc {result['test_acc']:.4f}, val_acc {result['val_acc']:.4f}, step "
-                f"{result.get('best_step', '-')}/{result.get('steps', '-')}, {time.perf_counter() - started:.1f} s"
-            )
-            return result
+                tracker.log_metrics({k: float(result[k]) for k in PER_RUN if k in result})
+            print(f"{name}: val_acc {result['val_acc']:.4f}, best step {result.get('best_step', '-')} of "
+                  f"{result.get('steps', '-')}")  # fmt: skip
+            return result, tracker
+
+        def keep(result: dict, tracker) -> dict:
+            """The test set, scored once for a run that is kept (never for an lr the validation set turned down)."""
+            test = result.pop("score")()
+            tracker.log_metrics(test | {"final_test_acc": test["test_acc"]})  # the run has ended; MLflow takes it
+            return result | test
 
         candidates = [run(first, lr) for lr in lrs]
         if lrs != [None]:
-            trials = {f"{c['lr']:g}": c["val_loss"] for c in candidates}
-        runs[first] = min(candidates, key=lambda c: c.get("val_loss", 0.0))  # the first lr of equals
+            trials = {f"{c['lr']:g}": c["val_loss"] for c, _ in candidates}
+        runs[first] = keep(*min(candidates, key=lambda c: c[0].get("val_loss", 0.0)))  # the first lr of equals
         for seed in others:
-            runs[seed] = run(seed, runs[first].get("lr"))
+            runs[seed] = keep(*run(seed, runs[first].get("lr")))
         accuracies = [r["test_acc"] for r in runs.values()]
         stage.log_metrics({"test_acc_mean": sum(accuracies) / len(accuracies)}, step=n)
     return point_summary(arm, point, data, runs, trials) | {"runtime": runtime.describe()}

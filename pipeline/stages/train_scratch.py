@@ -1,7 +1,8 @@
 """Stage train_scratch: the same ViT from random initialisation on a few-shot train set, per seed.
 
 Each seed draws its own ``offline.train_per_class`` images per class (the paper preset: every training
-image) with the curve's sampler, so seed s trains on the images the curve's arms see at that size. The
+image but the ``validation.paper_per_class`` per class held out, about 195 where seed 000 used 225) with the
+curve's sampler, so seed s trains on the images the curve's arms see at that size. The
 recipe runs its fixed epochs, as seed 000 did; the validation split is scored every epoch (the history's
 ``val_*``) and the test set once, by the evaluate stage.
 

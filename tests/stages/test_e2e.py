@@ -33,6 +33,7 @@ EVALUATE_KEYS = {"scratch", "linear", "baselines", "preset", "n_train", "n_val",
 ARM_KEYS = {"test_acc", "test_loss", "per_class", "collapse", "file_size_mb", "params"}
 STAGES = (
     "download", "prepare", "backbone", "train_scratch", "linear_probe", "evaluate", "ablation", "plot", "analysis",
+    "pretrain_scale@vit-0", "pretrain_scale@resnet-0", "masked_patch", "pretraining_scale",
 )  # fmt: skip
 # The data-hunger sweep, cut to two points (data_hunger.points) so that the suite stays short: its matrices'
 # items (point, or arm x point) and the stage that gathers them.
@@ -118,6 +119,7 @@ def paper_repo(tmp_path_factory, server):
         train_scratch={"paper": {"epochs": 2, "batch_size": 8}},
         linear_probe={"paper": {"epochs": 2, "batch_size": 8}},
         validation={"paper_per_class": 2},
+        pretraining_scale={"points": [0], "pool_per_class": [300]},  # the paper preset writes a note and stops
         # 6 training images per class, 2 of them validation: 2 and 4 per class
         data_hunger={
             "points": [0, 1],

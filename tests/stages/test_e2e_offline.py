@@ -83,3 +83,32 @@ def test_offline_preset_runs_on_a_small_idx_fixture(tmp_path):
         [0.286],
         [0.353],
     )
+    # the pretraining-size axis and the masked-patch pilot (issue 12), in one process: imports cost seconds each
+    chain = (
+        "import runpy, sys\n"
+        "for argv in [['pretrain_scale', 'vit', '0'], ['pretrain_scale', 'vit', '1'],"
+        " ['pretrain_scale', 'resnet', '0'], ['pretrain_scale', 'resnet', '1'], ['masked_patch'],"
+        " ['pretraining_scale']]:\n"
+        "    sys.argv = argv\n"
+        "    runpy.run_module(f'pipeline.stages.{argv[0]}', run_name='__main__')\n"
+    )
+    run([sys.executable, "-c", chain], repo, env)
+    scale = json.loads((repo / "metrics/pretraining_scale.json").read_text())
+    assert set(scale["vit"]) == set(scale["resnet"]) == {"14", "56"}  # 2 and 8 images of each of 7 pool classes
+    assert set(scale["vit_masked_patch"]) == {str(56 + 18)}  # every unlabeled training image but validation's
+    for arch in ("vit", "resnet", "vit_masked_patch"):
+        for by_shots in scale[arch].values():
+            assert set(by_shots) == {"1", "2"}
+            assert all(
+                set(v) == {"mean", "std", "per_seed", "val"} and len(v["per_seed"]) == 1 for v in by_shots.values()
+            )
+            assert all(a * 9 == round(a * 9) for v in by_shots.values() for a in v["per_seed"])  # out of 9 images
+    assert set(scale["pixels"]) == {"1", "2"}
+    # the whole pool's ViT is the backbone stage's model, read rather than retrained
+    assert scale["pool_test_acc"]["vit"]["56"] == backbone["pool_test_acc"]
+    decision = scale["decision"]
+    assert decision["go"] == (decision["masked_patch_val"] > decision["supervised_val"])
+    assert decision["supervised_val"] == scale["vit"]["56"]["1"]["val"]["mean"]  # decision_shots 1 here
+    rows = (repo / "plots/pretraining_scale.csv").read_text().splitlines()
+    assert rows[0] == "arch,n_pretrain,shots,test_acc,test_acc_std" and len(rows) == 1 + (2 + 2 + 1 + 2) * 2
+    assert (repo / "plots/pretraining_scale.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -7,9 +7,9 @@ import torch
 import torch.nn.functional as F
 from helpers import params_with
 
-from pipeline.arms.cnn import small_resnet
 from pipeline.engine import count_parameters
 from pipeline.model import ViT, vit_config
+from pipeline.resnet import small_resnet
 
 
 def test_default_widths_give_about_the_offline_vits_parameter_count():

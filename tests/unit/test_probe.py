@@ -51,3 +51,15 @@ def test_separable_classes_are_all_found_and_the_probe_has_a_linear_heads_shape(
     probe = fit_probe(features, labels, val_features, val_labels, 3, [1e-3, 1.0])
     assert probe.val_acc == 1.0 and probe.reg == 1.0  # three well-separated blobs; a tie keeps the stronger ridge
     assert probe.weight.dtype == torch.float32 and probe.weight.shape == (3, 5) and probe.bias.shape == (3,)
+
+
+def test_the_dual_form_gives_the_primal_solution_for_very_wide_features(monkeypatch):
+    """The paper preset's pixel probe has 150,528 features: its D x D system would not fit in memory."""
+    import pipeline.probe as probe
+
+    features, labels = blobs(4, 40, seed=0)  # 12 images, 40 features: wider than tall
+    primal = least_squares(features, labels, 3, reg=0.01)
+    monkeypatch.setattr(probe, "PRIMAL_MAX_DIM", 10)
+    dual = least_squares(features, labels, 3, reg=0.01)
+    for a, b in zip(primal, dual, strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-8, atol=1e-10)

@@ -1,0 +1,108 @@
+"""The paper's own data-hunger axis, in miniature: vary the *pretraining* set (Figures 3 and 4).
+
+"When pre-trained on the smallest dataset, ImageNet, ViT-Large models underperform compared to ViT-Base
+models [...] With JFT-300M, do we see the full benefit of larger models" (section 4.2), and Figure 4: "ResNets
+perform better with smaller pre-training datasets but plateau sooner than ViT, which performs better with
+larger pre-training." Here: supervised backbones of our ViT and of a small ResNet of the same size, pretrained
+on nested subsets of the seven pool classes by one recipe (``backbone``'s: the same epochs, so every image is
+seen equally often whatever the size), then scored like the paper's Figure 4 by the few-shot probe
+(:mod:`pipeline.probe`) on the target classes, and by their own pool test accuracy.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from pipeline.curve import seed_subset
+from pipeline.data import ImageSet, batch_preparer
+from pipeline.engine import extract_features
+from pipeline.metrics import spread
+from pipeline.model import ViT, vit_config
+from pipeline.probe import accuracy, fit_probe
+from pipeline.resnet import small_resnet
+from pipeline.runtime import Runtime
+
+ARCHES = ("vit", "resnet")  # dvc.yaml's pretrain_scale matrix; vit_masked_patch comes from its own stage
+
+
+def build_backbone(arch: str, model_name: str, num_classes: int, widths: tuple[int, ...]) -> nn.Module:
+    """Our ViT of preset ``model_name``, or the small ResNet with ``widths`` for its images and channels."""
+    if arch == "vit":
+        return ViT(vit_config(model_name, num_classes=num_classes))
+    return small_resnet(vit_config(model_name).in_channels, num_classes, widths)
+
+
+class Trunk(nn.Module):
+    """Any backbone's pooled features as ``forward_features`` (what engine.extract_features reads): the ViT's
+    own (its normalised class token, or mean patch token), the ResNet's after global average pooling."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        if isinstance(self.model, ViT):
+            return self.model.forward_features(x)
+        return self.model[:-1](x)  # (B, C, H, W) -> (B, widths[-1]): every layer but the linear head
+
+
+def features(trunk: Trunk, image_set: ImageSet, runtime: Runtime, batch_size: int) -> torch.Tensor:
+    return extract_features(trunk, image_set.images, runtime, batch_size, batch_preparer(image_set, False))
+
+
+def few_shot(
+    embed, target_pool: ImageSet, val: ImageSet, test: ImageSet, shots: list[int], seeds: list[int],
+    regs: list[float],
+) -> dict[str, dict]:  # fmt: skip
+    """The few-shot probe at each of ``shots`` images per class, once per seed (each seed its own shots,
+    nested across sizes), ridge chosen on ``val``. ``embed(image_set) -> (N, D)`` gives features.
+    Returns ``{shots: {mean, std, per_seed (test accuracy), val: {mean, std, per_seed}}}``."""
+    val_x, test_x = embed(val), embed(test)
+    num_classes = len(test.classes)
+    result = {}
+    for n in shots:
+        tests, vals = [], []
+        for seed in seeds:
+            train = seed_subset(target_pool, n, seed)
+            probe = fit_probe(embed(train), train.labels, val_x, val.labels, num_classes, regs)
+            tests.append(accuracy(probe.logits(test_x), test.labels))
+            vals.append(probe.val_acc)
+        result[str(n)] = {**spread(tests), "val": spread(vals)}
+    return result
+
+
+def gather(items: list[dict], masked: dict, pixels: dict[str, dict], decision_shots: int) -> dict:
+    """``{arch: {n_pretrain: {shots: {mean, std, per_seed, val}}}}`` for vit, resnet and vit_masked_patch, the
+    pixel probe, each backbone's pool test accuracy and parameters, and the masked-patch go/no-go decision."""
+    result: dict = {arch: {} for arch in (*ARCHES, "vit_masked_patch")}
+    pool_test, parameters = {arch: {} for arch in ARCHES}, {}
+    for item in items:
+        result[item["arch"]][str(item["n_pretrain"])] = item["few_shot"]
+        pool_test[item["arch"]][str(item["n_pretrain"])] = item["pool_test_acc"]
+        parameters[item["arch"]] = item["trained_parameters"]
+    result["vit_masked_patch"][str(masked["n_pretrain"])] = masked["few_shot"]
+    parameters["vit_masked_patch"] = masked["trained_parameters"]
+    supervised = result["vit"][max(result["vit"], key=int)][str(decision_shots)]["val"]["mean"]
+    challenger = masked["few_shot"][str(decision_shots)]["val"]["mean"]
+    result["decision"] = {
+        "rule": f"go if the masked-patch ViT's validation few-shot accuracy at {decision_shots} per class (mean over "
+        "seeds) beats the supervised ViT's on the whole pool",
+        "masked_patch_val": challenger,
+        "supervised_val": supervised,
+        "go": challenger > supervised,
+    }
+    return result | {"pixels": pixels, "pool_test_acc": pool_test, "trained_parameters": parameters}
+
+
+def scale_csv(metrics: dict) -> str:
+    """``plots/pretraining_scale.csv`` for `dvc plots`: one row per backbone, pretraining size and shots; the
+    pixel probe repeated at every size of the axis (a flat line)."""
+    rows = ["arch,n_pretrain,shots,test_acc,test_acc_std"]
+    sizes = sorted({int(n) for arch in ARCHES for n in metrics[arch]})
+    for arch in (*ARCHES, "vit_masked_patch"):
+        for n, by_shots in sorted(metrics[arch].items(), key=lambda i: int(i[0])):
+            rows += [f"{arch},{n},{s},{v['mean']:.6g},{v['std']:.6g}" for s, v in by_shots.items()]
+    for s, v in metrics["pixels"].items():
+        rows += [f"pixels,{n},{s},{v['mean']:.6g},{v['std']:.6g}" for n in sizes]
+    return "\n".join(rows) + "\n"

@@ -1,0 +1,69 @@
+"""Stage masked_patch: the paper's self-supervised pilot (section 4.6), a ViT pretrained by masked patch
+prediction on the unlabeled training images of all ten classes (the pool's and the target's, less the target's
+validation images; never a test image), then scored like the pretraining-size axis: few-shot probe on the
+target classes (its mean patch token as features) at ``pretraining_scale.shots``. The go/no-go rule was written
+in params.yaml (``masked_patch.decision_shots``) before its first run; ``pretraining_scale`` applies it.
+Offline preset only.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from pipeline import paths
+from pipeline.config import load_params
+from pipeline.curve import sweep_train_set, val_set
+from pipeline.data import ImageSet, load_split
+from pipeline.engine import count_parameters
+from pipeline.errors import UserError, stage_main
+from pipeline.files import save_tensors, write_json
+from pipeline.masked_patch import MaskedPatchModel, pretrain_masked_patch
+from pipeline.model import ViT, vit_config
+from pipeline.runtime import resolve_runtime, seed_everything
+from pipeline.scale import Trunk, features, few_shot
+from pipeline.tracking import stage_tracker
+
+OUTPUT = paths.METRICS / "pretraining_scale" / "vit_masked_patch.json"
+MODEL = paths.MODELS / "masked_patch.pt"
+
+
+@stage_main
+def main() -> None:
+    params = load_params()
+    if params.preset != "offline":
+        save_tensors(MODEL, {})
+        write_json(OUTPUT, {"preset": params.preset, "skipped": "the paper preset's backbone is ImageNet's"})
+        return
+    runtime, cfg, batch = resolve_runtime(params.runtime), params.masked_patch, params.evaluate.batch_size
+    if runtime.world_size > 1:
+        raise UserError("masked_patch trains in one process; run it without torchrun (`dvc repro masked_patch`)")
+    pool, target = load_split(paths.PREPARED / "pool_train.pt"), sweep_train_set("offline", "pretrained")
+    images = torch.cat([pool.images, target.images])  # labels unused: every image is class 0
+    unlabeled = ImageSet(images, torch.zeros(len(images), dtype=torch.long), ["unlabeled"], pool.mean, pool.std)
+    with stage_tracker(params, "masked_patch", seed=cfg.seed, runtime=runtime, arch="vit_masked_patch") as tracker:
+        generator = seed_everything(cfg.seed)
+        vit = ViT(vit_config(params.offline.model, num_classes=len(target.classes), pool="mean"))
+        model = MaskedPatchModel(vit, cfg.bits).to(runtime.device)
+
+        def report(record: dict) -> None:
+            tracker.log_metrics({k: v for k, v in record.items() if k != "epoch"}, step=record["epoch"])
+            print(f"masked_patch epoch {record['epoch']}: loss {record['train_loss']:.4f}, "
+                  f"patch accuracy {record['patch_acc']:.4f}")  # fmt: skip
+
+        history = pretrain_masked_patch(model, unlabeled, cfg, runtime, generator, report)
+        trunk = Trunk(vit.eval())
+        result = few_shot(
+            lambda image_set: features(trunk, image_set, runtime, batch), target, val_set("pretrained"),
+            load_split(paths.prepared_split("pretrained", "test")), params.pretraining_scale.shots, params.seeds,
+            params.data_hunger.probe_regs,
+        )  # fmt: skip
+        tracker.log_metrics({f"few_shot_{n}": r["mean"] for n, r in result.items()})
+    save_tensors(MODEL, {k: v.cpu() for k, v in vit.state_dict().items()})
+    write_json(OUTPUT, {"arch": "vit_masked_patch", "n_pretrain": len(unlabeled), "epochs": cfg.epochs,
+                        "trained_parameters": count_parameters(model), "history": history, "few_shot": result,
+                        "runtime": runtime.describe()})  # fmt: skip
+    print("masked_patch few-shot: " + ", ".join(f"{n}/class {r['mean']:.3f}" for n, r in result.items()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""Stage pretraining_scale: the pretraining-size axis gathered into metrics/pretraining_scale.json,
+plots/pretraining_scale.png (the paper's Figure 4 in miniature) and plots/pretraining_scale.csv.
+
+The JSON is ``{arch: {n_pretrain: {shots: {mean, std, per_seed, val}}}}`` for ``vit``, ``resnet`` and
+``vit_masked_patch`` (few-shot test accuracy; ``val``: the same probe on the validation split), with the
+pixel probe at the same shots and seeds, each backbone's pool test accuracy, and ``decision``: the masked-patch
+go/no-go rule of params.yaml applied on validation numbers (never test).
+"""
+
+from __future__ import annotations
+
+import json
+
+from pipeline import paths
+from pipeline.arms.common import flat_pixels
+from pipeline.config import load_params
+from pipeline.curve import sweep_train_set, val_set
+from pipeline.data import load_split
+from pipeline.errors import UserError, stage_main
+from pipeline.files import write_json, write_text
+from pipeline.plotting import plot_pretraining_scale, save_note
+from pipeline.scale import ARCHES, few_shot, gather, scale_csv
+from pipeline.tracking import stage_tracker
+
+ITEMS = paths.METRICS / "pretraining_scale"
+
+
+def read_item(name: str) -> dict:
+    path = ITEMS / f"{name}.json"
+    if not path.is_file():
+        raise UserError(f"{path} is missing; run `dvc repro` (the pretrain_scale and masked_patch stages make it)")
+    return json.loads(path.read_text())
+
+
+@stage_main
+def main() -> None:
+    params = load_params()
+    cfg = params.pretraining_scale
+    items = [read_item(f"{arch}_{point}") for arch in ARCHES for point in cfg.points]
+    masked = read_item("vit_masked_patch")
+    if params.preset != "offline":
+        write_json(paths.METRICS / "pretraining_scale.json", {"preset": params.preset, "skipped": masked["skipped"]})
+        write_text(paths.PLOTS / "pretraining_scale.csv", "arch,n_pretrain,shots,test_acc,test_acc_std\n")
+        save_note("pretraining_scale.png", f"not run for the {params.preset} preset: {masked['skipped']}")
+        return
+    val, test = val_set("scratch"), load_split(paths.prepared_split("scratch", "test"))
+    pixels = few_shot(flat_pixels, sweep_train_set("offline", "scratch"), val, test, cfg.shots, params.seeds,
+                      params.data_hunger.probe_regs)  # fmt: skip
+    metrics = gather(items, masked, pixels, params.masked_patch.decision_shots)
+    metrics |= {"preset": params.preset, "n_val": len(val), "n_test": len(test), "seeds": params.seeds}
+    write_json(paths.METRICS / "pretraining_scale.json", metrics)
+    write_text(paths.PLOTS / "pretraining_scale.csv", scale_csv(metrics))
+    plot_pretraining_scale(metrics)
+    with stage_tracker(params, "pretraining_scale") as tracker:
+        for arch in (*ARCHES, "vit_masked_patch"):
+            for n, by_shots in metrics[arch].items():
+                tracker.log_metrics({f"few_shot.{arch}.{s}": v["mean"] for s, v in by_shots.items()}, step=int(n))
+        tracker.log_metrics({"decision.go": float(metrics["decision"]["go"])})
+        tracker.log_artifact(paths.METRICS / "pretraining_scale.json")
+        tracker.log_artifact(paths.PLOTS / "pretraining_scale.png")
+    decision = metrics["decision"]
+    print(f"pretraining_scale: masked patch {'GO' if decision['go'] else 'NO-GO'} (validation few-shot "
+          f"{decision['masked_patch_val']:.3f} vs supervised {decision['supervised_val']:.3f})")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
