@@ -22,6 +22,10 @@ def estimate_line(runtime_key: str, hardware: str, times: dict) -> str:
     here = f"{runtime_key} ({hardware})"
     if measured is None:
         known = ", ".join(f"{key}: {value['minutes']:.0f} min" for key, value in times.get("runs", {}).items())
+        estimated = times.get("estimates", {}).get(runtime_key)
+        if estimated is not None:
+            return (f"dvc repro from scratch runs in {here}: about {estimated['minutes']:.0f} min, estimated "
+                    f"({estimated['basis']}); no full run was timed in that setting ({known})")  # fmt: skip
         return f"dvc repro from scratch runs in {here}; no full run was timed in that setting ({known})"
     return (
         f"dvc repro from scratch runs in {here}: about {measured['minutes']:.0f} min, measured on "
