@@ -120,9 +120,11 @@ def accuracy_at_size(
     return {"size": size, "test_acc": spread(accuracies)}
 
 
-def resolution_change(backbone_model: str, seeds: list[int], test_set: ImageSet, runtime: Runtime, batch: int) -> dict:
+def resolution_change(
+    backbone_model: str, source: str, seeds: list[int], test_set: ImageSet, runtime: Runtime, batch: int
+) -> dict:
     """The linear arm (backbone + each seed's head) at its training size and at :func:`other_size`."""
-    backbone = load_backbone(backbone_model, runtime)
+    backbone = load_backbone(backbone_model, runtime, source)
     heads = {seed: load_head(seed, backbone.config.hidden_dim, len(test_set.classes)) for seed in seeds}
     config = backbone.config
     new_size = other_size(config.image_size, config.patch_size)

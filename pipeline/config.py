@@ -48,6 +48,7 @@ class OfflineConfig:
     classes: list[str]
     train_per_class: int
     model: str
+    backbone: Literal["supervised", "masked_patch"]  # the transfer arms' backbone (pretrained in the pipeline)
 
     def validate(self, key: str) -> None:
         unknown = [c for c in self.classes if c not in FASHION_MNIST_CLASSES]
@@ -349,6 +350,11 @@ class Params:
     def model_name(self) -> str:
         """The architecture of both arms (offline) or of the from-scratch arm (paper)."""
         return self.offline.model if self.preset == "offline" else self.paper.model
+
+    @property
+    def backbone_source(self) -> str:
+        """The transfer arms' backbone: offline.backbone, or (paper) torchvision's supervised ImageNet weights."""
+        return self.offline.backbone if self.preset == "offline" else "supervised"
 
     @property
     def backbone_model_name(self) -> str:

@@ -85,17 +85,25 @@ def torchvision_weights(cfg: PaperConfig) -> tuple[dict, list[dict], dict]:
     return model.state_dict(), [], summary
 
 
-def load_backbone(model_name: str, runtime: Runtime) -> ViT:
-    """Our ViT of preset ``model_name`` with the backbone's weights, frozen and in eval mode."""
-    state = load_tensors(paths.BACKBONE)
+def load_backbone(model_name: str, runtime: Runtime, source: str) -> ViT:
+    """Our ViT of preset ``model_name`` with a pretrained backbone's weights, frozen and in eval mode:
+    ``source`` supervised (``models/backbone.pt``) or masked_patch (``models/masked_patch.pt``, whose features
+    are its mean patch token, the representation that objective trains)."""
+    path = paths.BACKBONES[source]
+    state = load_tensors(path)
+    if not state:
+        raise UserError(f"{path} holds no weights (its stage ran for the paper preset); set offline.backbone: "
+                        "supervised, or run the offline preset")  # fmt: skip
     num_classes = state["heads.head.weight"].shape[0]
-    backbone = ViT(vit_config(model_name, num_classes=num_classes))
+    pool = "mean" if source == "masked_patch" else "cls"
+    backbone = ViT(vit_config(model_name, num_classes=num_classes, pool=pool))
     try:
         backbone.load_state_dict(state, strict=True)
     except RuntimeError as error:
+        stage = "backbone" if source == "supervised" else "masked_patch"
         raise UserError(
-            f"{paths.BACKBONE} does not fit model {model_name!r} ({str(error).splitlines()[0]}); "
-            "rerun the backbone stage (`dvc repro backbone`)"
+            f"{path} does not fit model {model_name!r} ({str(error).splitlines()[0]}); "
+            f"rerun the {stage} stage (`dvc repro {stage}`)"
         ) from None
     backbone.requires_grad_(False)
     return backbone.to(runtime.device).eval()

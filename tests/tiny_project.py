@@ -44,7 +44,7 @@ def project(tmp_path, monkeypatch, request):
         "preset": preset,
         "seeds": SEEDS,
         "runtime": {"device": "cpu", "precision": "fp32", "threads": 2},
-        "offline": {"model": "tiny"},
+        "offline": {"model": "tiny", "backbone": "supervised"},  # the fixture's backbone is models/backbone.pt
         "paper": {"model": "tiny", "backbone_model": "tiny"},
         "evaluate": {"batch_size": 5},
     }

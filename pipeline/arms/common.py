@@ -25,6 +25,7 @@ class Curve:
     preset: str  # offline | paper: where the training images come from and how sizes are read
     model_name: str  # the from-scratch arms' ViT preset
     backbone_model: str  # the pretrained backbone's ViT preset
+    backbone_source: str  # supervised | masked_patch (offline.backbone)
     config: DataHungerConfig  # sizes, the validation rule, batch size and each arm's optimiser
     eval_batch_size: int
     runtime: Runtime

@@ -28,7 +28,7 @@ def point_data(curve: Curve, point: int) -> dict:
     """The point's sets, with the frozen backbone's features of validation and test computed once."""
     data = load_point(curve, VIEW, point)
     runtime, batch = curve.runtime, curve.eval_batch_size
-    data["backbone"] = backbone = load_backbone(curve.backbone_model, runtime)
+    data["backbone"] = backbone = load_backbone(curve.backbone_model, runtime, curve.backbone_source)
     data["val_features"] = extract_features(backbone, data["val"].images, runtime, batch, data["score"])
     data["test_features"] = extract_features(backbone, data["test"].images, runtime, batch, data["score"])
     return data
@@ -77,20 +77,21 @@ def with_head(backbone: ViT, head: nn.Linear) -> ViT:
     return model.to(next(backbone.parameters()).device).eval()
 
 
-def load_linear(backbone_model: str, num_classes: int, seed: int, runtime: Runtime) -> ViT:
-    """The frozen backbone (ViT preset ``backbone_model``) with one seed's head on it, in eval mode."""
-    model = load_backbone(backbone_model, runtime)
+def load_linear(backbone_model: str, source: str, num_classes: int, seed: int, runtime: Runtime) -> ViT:
+    """The frozen backbone (ViT preset ``backbone_model``, pretrained by ``source``) with one seed's head on it,
+    in eval mode."""
+    model = load_backbone(backbone_model, runtime, source)
     model.reset_head(num_classes)
     model.heads.head.load_state_dict(load_head(seed, model.config.hidden_dim, num_classes).state_dict())
     return model.eval()
 
 
 def evaluate_linear(
-    backbone_model: str, seeds: list[int], test_set: ImageSet, runtime: Runtime, batch_size: int
+    backbone_model: str, source: str, seeds: list[int], test_set: ImageSet, runtime: Runtime, batch_size: int
 ) -> tuple[dict[int, Evaluation], ViT]:
     """Each seed's linear probe on the frozen backbone's test features; returns the results and the model
     with the last seed's head."""
-    model = load_backbone(backbone_model, runtime)
+    model = load_backbone(backbone_model, runtime, source)
     features = extract_features(model, test_set.images, runtime, batch_size, batch_preparer(test_set, False))
     model.reset_head(len(test_set.classes))
     results = {}

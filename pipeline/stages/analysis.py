@@ -37,16 +37,15 @@ def main() -> None:
     num_classes = len(image_sets["scratch"].classes)
     models = {
         "scratch": load_scratch(params.model_name, num_classes, first, runtime),
-        "linear": load_linear(params.backbone_model_name, num_classes, first, runtime),
+        "linear": load_linear(params.backbone_model_name, params.backbone_source, num_classes, first, runtime),
     }
     indices = first_of_each_class(image_sets["scratch"].labels)
     panels = {arm: attention_panels(models[arm], image_sets[arm], indices, runtime) for arm in models}
     plot_attention(plt, panels, image_sets, indices)
     plot_position_similarity(plt, {arm: models[arm].encoder.pos_embedding.cpu() for arm in models})
 
-    resolution = resolution_change(
-        params.backbone_model_name, params.seeds, image_sets["linear"], runtime, params.evaluate.batch_size
-    )
+    resolution = resolution_change(params.backbone_model_name, params.backbone_source, params.seeds,
+                                   image_sets["linear"], runtime, params.evaluate.batch_size)  # fmt: skip
     write_json(paths.METRICS / "resolution.json", resolution)
     with stage_tracker(params, "analysis", runtime=runtime) as tracker:
         tracker.log_metrics(numeric_leaves({"resolution": resolution}))

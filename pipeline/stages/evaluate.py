@@ -36,7 +36,8 @@ def main() -> None:
     matrices = {}
     batch = params.evaluate.batch_size
     scratch, scratch_model = evaluate_scratch(params.model_name, params.seeds, test_set, runtime, batch)
-    linear, linear_model = evaluate_linear(params.backbone_model_name, params.seeds, pretrained_test, runtime, batch)
+    linear, linear_model = evaluate_linear(params.backbone_model_name, params.backbone_source, params.seeds,
+                                           pretrained_test, runtime, batch)  # fmt: skip
     head_params = linear_model.heads.head.weight.numel() + linear_model.heads.head.bias.numel()
     for arm, results, model, trainable in (
         ("scratch", scratch, scratch_model, count_parameters(scratch_model)),

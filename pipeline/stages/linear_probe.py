@@ -34,11 +34,11 @@ def main() -> None:
     params = load_params()
     runtime = resolve_runtime(params.runtime)
     pool, val = sweep_train_set(params.preset, "pretrained"), val_set("pretrained")
-    backbone = load_backbone(params.backbone_model_name, runtime)
+    backbone = load_backbone(params.backbone_model_name, runtime, params.backbone_source)
     batch, score = params.evaluate.batch_size, batch_preparer(val, False)
     val_features = extract_features(backbone, val.images, runtime, batch, score)
     cfg = params.head_recipe
-    backbone_hash = file_sha256(paths.BACKBONE)
+    backbone_hash = file_sha256(paths.BACKBONES[params.backbone_source])
     histories = {}
     example = score(val.images[:2], False, None)  # the logged models' signature
     stage = stage_tracker(params, "linear_probe", runtime=runtime, arm="linear", backbone_sha256=backbone_hash)
@@ -68,6 +68,7 @@ def main() -> None:
         config = dataclasses.replace(backbone.config, num_classes=len(pool.classes))
         transform = view_transform(params.preset, "pretrained")
         card = model_card("linear", params.backbone_model_name, config, val, transform, params.seeds)
+        card["backbone"] = params.backbone_source  # predict loads the same backbone
         write_json(folder / MODEL_CARD, card)
         stage.log_artifact(write_histories(paths.HISTORY, "linear", histories), "history")
 

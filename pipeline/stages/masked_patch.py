@@ -24,7 +24,7 @@ from pipeline.scale import Trunk, features, few_shot
 from pipeline.tracking import stage_tracker
 
 OUTPUT = paths.METRICS / "pretraining_scale" / "vit_masked_patch.json"
-MODEL = paths.MODELS / "masked_patch.pt"
+MODEL = paths.MASKED_PATCH
 
 
 @stage_main

@@ -38,7 +38,7 @@ def run_item(params: Params, arch: str, point: int) -> dict:
     name = f"pretrain_scale-{arch}-{len(pool)}"
     with stage_tracker(params, name, seed=cfg.seed, runtime=runtime, arch=arch, n_pretrain=str(len(pool))) as tracker:
         if arch == "vit" and len(pool) == len(pool_all):  # the backbone stage's: the same recipe, seed and images
-            model = load_backbone(params.offline.model, runtime)
+            model = load_backbone(params.offline.model, runtime, "supervised")
             pool_test_acc = json.loads((paths.METRICS / "backbone.json").read_text())["pool_test_acc"]
         else:
             generator = seed_everything(cfg.seed)

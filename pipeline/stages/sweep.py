@@ -34,8 +34,8 @@ def run_point(params: Params, arm: str, point: int) -> dict:
     """Every seed of one arm at one size; returns the point's summary (written as JSON by ``main``)."""
     runtime = resolve_runtime(params.runtime)
     module = arm_module(arm)  # by name: dvc.yaml lists only this arm's module among the item's deps
-    curve = Curve(params.preset, params.model_name, params.backbone_model_name, params.data_hunger,
-                  params.evaluate.batch_size, runtime)  # fmt: skip
+    curve = Curve(params.preset, params.model_name, params.backbone_model_name, params.backbone_source,
+                  params.data_hunger, params.evaluate.batch_size, runtime)  # fmt: skip
     data = module.point_data(curve, point)
     n = data["n"]
     lrs = getattr(params.data_hunger, arm).lrs if arm in TRAINED else [None]

@@ -59,15 +59,17 @@ def load_model(card: dict, arm: str, seed: int, runtime: Runtime) -> ViT:
     Raises:
         UserError: the model file is missing (run `dvc repro` or `dvc pull`) or does not fit.
     """
-    needed = [paths.scratch_model(seed)] if arm == "scratch" else [paths.BACKBONE, paths.linear_probe(seed)]
+    source = card.get("backbone", "supervised")  # cards from before offline.backbone existed: supervised
+    needed = [paths.scratch_model(seed)] if arm == "scratch" else [paths.BACKBONES[source], paths.linear_probe(seed)]
     for path in needed:
         if not path.is_file():
             raise UserError(
                 f"{path} is missing: no trained {arm} model for seed {seed}. Run `dvc repro` to train it "
                 "(or `dvc pull` to fetch the team's), or pick a trained seed with --seed"
             )
-    loader = load_scratch if arm == "scratch" else load_linear
-    return loader(card["model_name"], len(card["classes"]), seed, runtime)
+    if arm == "scratch":
+        return load_scratch(card["model_name"], len(card["classes"]), seed, runtime)
+    return load_linear(card["model_name"], source, len(card["classes"]), seed, runtime)
 
 
 def load_image(path: Path, size: int, mode: str, channels: int, invert: bool, max_pixels: int) -> torch.Tensor:

@@ -192,7 +192,7 @@ def test_one_point_of_every_arm_writes_the_documented_keys(tiny_project, monkeyp
 def test_fine_tuning_starts_from_the_probe(tiny_project):
     """At a vanishing learning rate the fine-tuned arm predicts what the linear probe does, image for image."""
     params = tiny_params(finetune={"lrs": [1e-12]})
-    curve_ = Curve("paper", "tiny", "tiny", params.data_hunger, 8, CPU)
+    curve_ = Curve("paper", "tiny", "tiny", "supervised", params.data_hunger, 8, CPU)
     data_ = finetune_arm.point_data(curve_, 2)
     for seed in (0, 1):
         probe = linear_arm.run_seed(curve_, data_, seed)
@@ -204,7 +204,7 @@ def test_the_test_set_chooses_nothing(tiny_project):
     """A run trains, stops, keeps its weights and picks its ridge without the test set: with it removed, every
     number but the test score is the same, and only the score needs it."""
     params = tiny_params()
-    curve_ = Curve("paper", "tiny", "tiny", params.data_hunger, 8, CPU)
+    curve_ = Curve("paper", "tiny", "tiny", "supervised", params.data_hunger, 8, CPU)
     for module, lr in ((scratch_arm, 0.001), (linear_arm, None)):
         data_ = module.point_data(curve_, 2)
         before = module.run_seed(curve_, data_, 0, lr)

@@ -62,7 +62,7 @@ def test_offline_preset_runs_on_a_small_idx_fixture(tmp_path):
     env["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
     # the stages whose offline path differs from the paper preset's (the others run the same code on either
     # preset: tests/stages/test_e2e.py runs them)
-    for stage in ("prepare", "backbone", "train_scratch"):
+    for stage in ("prepare", "backbone", "masked_patch", "train_scratch"):  # masked_patch: the arms' backbone
         run([sys.executable, "-m", f"pipeline.stages.{stage}"], repo, env)
     for arm, point in (("cnn", "1"), ("finetune", "4")):
         run([sys.executable, "-m", "pipeline.stages.sweep", arm, point], repo, env)
@@ -87,8 +87,7 @@ def test_offline_preset_runs_on_a_small_idx_fixture(tmp_path):
     chain = (
         "import runpy, sys\n"
         "for argv in [['pretrain_scale', 'vit', '0'], ['pretrain_scale', 'vit', '1'],"
-        " ['pretrain_scale', 'resnet', '0'], ['pretrain_scale', 'resnet', '1'], ['masked_patch'],"
-        " ['pretraining_scale']]:\n"
+        " ['pretrain_scale', 'resnet', '0'], ['pretrain_scale', 'resnet', '1'], ['pretraining_scale']]:\n"
         "    sys.argv = argv\n"
         "    runpy.run_module(f'pipeline.stages.{argv[0]}', run_name='__main__')\n"
     )

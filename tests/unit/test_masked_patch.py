@@ -47,3 +47,25 @@ def test_the_loss_trains_every_parameter_but_the_unused_class_head():
     loss.backward()
     missing = {name for name, p in m.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0}
     assert missing == {"vit.heads.head.weight", "vit.heads.head.bias"}  # features come from the patch tokens
+
+
+def test_the_arms_load_the_masked_patch_backbone_with_its_mean_patch_token(tmp_path, monkeypatch):
+    import pytest
+    from helpers import CPU
+
+    from pipeline import paths
+    from pipeline.errors import UserError
+    from pipeline.files import save_tensors
+    from pipeline.pretraining import load_backbone
+
+    monkeypatch.chdir(tmp_path)
+    vit = model().vit
+    save_tensors(paths.MASKED_PATCH, vit.state_dict())
+    loaded = load_backbone("tiny", CPU, "masked_patch")
+    assert loaded.config.pool == "mean" and not any(p.requires_grad for p in loaded.parameters())
+    images = torch.rand(2, 3, 32, 32)
+    z, _ = vit.encoder(vit.embed(images))
+    torch.testing.assert_close(loaded.forward_features(images), z[:, 1:].mean(dim=1))
+    save_tensors(paths.MASKED_PATCH, {})  # what the stage writes for the paper preset
+    with pytest.raises(UserError, match="holds no weights .* set offline.backbone: supervised"):
+        load_backbone("tiny", CPU, "masked_patch")
