@@ -35,11 +35,11 @@ STAGES = (
     "download", "prepare", "backbone", "train_scratch", "linear_probe", "evaluate", "ablation", "plot", "analysis",
     "pretrain_scale@vit-0", "pretrain_scale@resnet-0", "masked_patch", "pretraining_scale",
 )  # fmt: skip
-# The data-hunger sweep, cut to two points (data_hunger.points) so that the suite stays short: its matrices'
-# items (point, or arm x point) and the stage that gathers them.
+# The data-hunger sweep, cut to one point (data_hunger.points) so that the suite stays short: its matrices'
+# items (point, or arm x point) and the stage that gathers them. tests/stages/test_data_hunger.py gathers five.
 SWEEP_STAGES = (
-    *(f"sweep_{arm}@{point}" for arm in ("scratch", "cnn", "pixels") for point in range(2)),
-    *(f"sweep_pretrained@{arm}-{point}" for arm in ("linear", "finetune") for point in range(2)),
+    *(f"sweep_{arm}@0" for arm in ("scratch", "cnn", "pixels")),
+    *(f"sweep_pretrained@{arm}-0" for arm in ("linear", "finetune")),
     "data_hunger",
 )
 
@@ -120,12 +120,12 @@ def paper_repo(tmp_path_factory, server):
         linear_probe={"paper": {"epochs": 2, "batch_size": 8}},
         validation={"paper_per_class": 2},
         pretraining_scale={"points": [0], "pool_per_class": [300]},  # the paper preset writes a note and stops
-        # 6 training images per class, 2 of them validation: 2 and 4 per class
+        # 6 training images per class, 2 of them validation: the one size is 4 per class
         data_hunger={
-            "points": [0, 1],
-            "paper_fractions": [0.5, 1.0],
-            "offline_sizes": [10, 25],
-            "headline_point": 1,
+            "points": [0],
+            "paper_fractions": [1.0],
+            "offline_sizes": [10],
+            "headline_point": 0,
             "max_steps": 4,
             "eval_every": 2,
             "patience": 1,
@@ -174,7 +174,7 @@ def test_repro_runs_every_stage_and_writes_documented_metrics(paper_repo):
 def test_data_hunger_curve_has_every_arm_size_and_seed(paper_repo):
     repo, _, _ = paper_repo
     curve = json.loads((repo / "metrics/data_hunger.json").read_text())
-    sizes = {"2", "4"}
+    sizes = {"4"}
     for arm in ARMS:
         assert set(curve[arm]) == sizes
         for point in curve[arm].values():
@@ -229,7 +229,7 @@ def test_mlflow_records_every_training_run_with_tags(paper_repo):
     assert sweep.data.metrics["final_test_acc"] == curve["finetune"]["4"]["per_seed"][1]
     # the first seed tries each lr of the grid (2), the second seed runs the chosen one; probes run once a seed
     runs = [name for name in by_name if name.startswith("sweep-") and "-seed" in name]
-    assert len(runs) == 3 * 2 * 3 + 2 * 2 * 2  # trained arm x size x (2 + 1), probe x size x seed
+    assert len(runs) == 3 * 3 + 2 * 2  # trained arm x (2 + 1), probe x seed
     assert sum(name.startswith("ablation-") for name in by_name) == 3 * 2  # variant x seed
     evaluate = by_name["evaluate"].data.metrics  # the headline numbers reach MLflow too
     metrics = json.loads((repo / "metrics/evaluate.json").read_text())
@@ -246,10 +246,10 @@ def test_second_repro_is_a_no_op(paper_repo):
 
 def test_changing_one_param_reruns_only_dependent_stages(paper_repo):
     repo, env, _ = paper_repo
-    set_params(repo, data_hunger={"logreg_max_per_class": 3})  # read by the curve's gathering stage alone
+    set_params(repo, data_hunger={"logreg_max_per_class": 5})  # read by the curve's gathering stage alone
     output = run(["dvc", "repro"], repo, env)
     ran = {stage for stage in STAGES + SWEEP_STAGES if f"Running stage '{stage}'" in output}
-    assert ran == {"data_hunger", "evaluate"}  # evaluate reads the curve's JSON (its protocol arms)
+    assert ran == {"data_hunger"}  # its JSON is the same (the one size, 4 per class, is fit either way)
 
 
 def test_push_then_fresh_clone_pulls_identical_results(paper_repo, tmp_path):
@@ -288,7 +288,7 @@ def test_plots_render_offline_and_overlay_two_revisions(paper_repo):
     curve = (repo / "plots" / "data_hunger.csv").read_text().splitlines()
     assert curve[0] == "arm,n_train_per_class,test_acc,test_acc_std"
     rows = [line.split(",")[0] for line in curve[1:]]
-    assert len(rows) - rows.count("pixels_logreg") == 5 * 2  # arm x size (the logistic regression: as fitted)
+    assert len(rows) - rows.count("pixels_logreg") == 5  # one row per arm at the one size
     assert rows.count("pixels_logreg") >= 1
     run([sys.executable, "-m", "pipeline.tools.plots", "HEAD"], repo, env)  # dvc plots diff HEAD (workspace)
     assert "Data hunger" in (repo / "dvc_plots" / "index.html").read_text()
