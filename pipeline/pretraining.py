@@ -11,7 +11,7 @@ from torch import nn
 from pipeline import paths
 from pipeline.config import BackboneConfig, PaperConfig
 from pipeline.data import ImageSet, batch_preparer, load_split
-from pipeline.engine import Recipe, count_parameters, epoch_steps, train
+from pipeline.engine import Recipe, count_parameters, epoch_steps, evaluate, train
 from pipeline.errors import UserError
 from pipeline.fetch import download
 from pipeline.files import load_tensors
@@ -44,13 +44,20 @@ def pretrain(
 def train_on_pool(
     model: nn.Module, pool_train: ImageSet, pool_test: ImageSet, cfg: BackboneConfig, runtime: Runtime,
     generator: torch.Generator, eval_batch_size: int, tracker: Tracker, description: str,
+    score_every_epoch: bool = True,
 ) -> list[dict]:  # fmt: skip
     """``backbone``'s recipe on the pool: its epochs, batch, optimiser and augmentation, the pool's test set
-    scored every epoch (logged as ``pool_test_*``). Returns the per-epoch records."""
+    scored every epoch (logged as ``pool_test_*``), or only after the last where ``score_every_epoch`` is off
+    (the pretraining-size axis reports the last alone). Returns the per-epoch records."""
     steps_per_epoch = epoch_steps(1, len(pool_train), cfg.batch_size)
     recipe = Recipe.of(cfg, cfg.batch_size, cfg.epochs * steps_per_epoch)
+    last = recipe.steps
+    scored = {"test": (pool_test.images, pool_test.labels)}
 
     def report(record: dict) -> None:
+        if not score_every_epoch and record["step"] == last:
+            result = evaluate(model, *scored["test"], runtime, eval_batch_size, batch_preparer(pool_train, False))
+            record.update(test_loss=result.loss, test_acc=result.accuracy)
         # the pool's seven classes, not the target task: named apart from the arms' test_acc in MLflow
         pool = {k.replace("test_", "pool_test_"): v for k, v in record.items() if k not in ("epoch", "step")}
         tracker.log_metrics(pool, step=record["epoch"])
@@ -62,7 +69,7 @@ def train_on_pool(
     return train(
         model, pool_train.images, pool_train.labels, recipe, runtime, generator,
         prepare=batch_preparer(pool_train, cfg.augment), record_every=steps_per_epoch,
-        evaluations={"test": (pool_test.images, pool_test.labels)}, eval_batch_size=eval_batch_size,
+        evaluations=scored if score_every_epoch else None, eval_batch_size=eval_batch_size,
         on_record=report, description=description,
     )  # fmt: skip
 

@@ -1,20 +1,27 @@
 """Device, precision, threads and seeds: decided here once and passed down explicitly.
 
-Precision ``auto`` picks bf16 autocast only where the hardware runs it natively: a CUDA device with
-bf16 support, or a CPU that reports AVX512-BF16 or AMX *and* passes a short matmul probe. Elsewhere
-bf16 is emulated (measured on a 2-core AVX2 EPYC: a bf16 matmul ~90x slower than fp32, a training
-step of the offline ViT 12.5x slower), so ``auto`` picks fp32 there.
+Precision ``auto`` picks bf16 autocast only where it pays: a CUDA device with bf16 support, or a CPU
+that reports native bf16 (AVX512-BF16 or AMX, read from ``/proc/cpuinfo`` on Linux, from torch's ATen
+capability elsewhere) *and* on which a training step of the offline ViT runs faster in bf16 than in fp32
+(:func:`bf16_step_speedup`). Where bf16 is emulated (a 2-core AVX2 EPYC: a bf16 matmul ~90x slower than
+fp32, a training step ~12x slower) ``auto`` never probes and picks fp32. On a Sapphire Rapids (AMX) a bf16
+matmul is several times faster but a step of the small offline ViT only a little: most of its time is
+outside the matmuls, which is why the probe times a step and not a matmul.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
+import platform
 import random
+import statistics
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -22,10 +29,12 @@ import torch
 from pipeline.config import RuntimeConfig
 from pipeline.errors import UserError
 
-# A CPU that claims native bf16 must run a bf16 matmul at least this much faster than fp32 to be
-# trusted with it (native: ~9x faster; emulated: ~90x slower), so the choice is never borderline.
-_MIN_BF16_SPEEDUP = 1.0
-_PROBE_SIZE = 256
+# bf16 must make the probe's training step at least this much faster than fp32 to be chosen by ``auto``: a
+# margin over the probe's run-to-run noise (a few per cent), so that the choice is never a coin toss.
+MIN_BF16_SPEEDUP = 1.05
+PROBE_BATCH = 64  # data_hunger.batch_size: the step the sweeps repeat most
+PROBE_CACHE_VERSION = 1
+CPUINFO = Path("/proc/cpuinfo")
 
 
 @dataclass(frozen=True)
@@ -67,15 +76,30 @@ def _mps_available() -> bool:
     return hasattr(torch.backends, "mps") and torch.backends.mps.is_available()
 
 
-def cpu_bf16_features() -> tuple[str, ...]:
-    """The native-bf16 features torch reports for this CPU: a subset of ("avx512_bf16", "amx")."""
-    cpu = getattr(torch._C, "_cpu", None)
-    found = []
-    if cpu is not None and getattr(cpu, "_is_avx512_bf16_supported", lambda: False)():
-        found.append("avx512_bf16")
-    if cpu is not None and getattr(cpu, "_is_amx_tile_supported", lambda: False)():
-        found.append("amx")
-    return tuple(found)
+def cpuinfo_flags(cpuinfo: Path = CPUINFO) -> frozenset[str] | None:
+    """The CPU's feature flags as Linux lists them (the first ``flags`` line), or None without ``/proc/cpuinfo``."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith(("flags", "Features")):  # x86 | arm64
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
+def cpu_bf16_features(cpuinfo: Path = CPUINFO) -> tuple[str, ...]:
+    """The native-bf16 features of this CPU: a subset of ("avx512_bf16", "amx_bf16").
+
+    Linux's flags where the file exists; elsewhere torch's ATen capability (``AMX`` or ``AVX512_BF16`` where
+    torch names them). torch 2.14's ``torch._C._cpu`` no longer has the ``_is_*_supported`` queries, which is
+    why the flags are read from the kernel.
+    """
+    flags = cpuinfo_flags(cpuinfo)
+    if flags is None:
+        capability = cpu_capability().lower()
+        return tuple(name for name, key in (("avx512_bf16", "bf16"), ("amx_bf16", "amx")) if key in capability)
+    return tuple(name for name in ("avx512_bf16", "amx_bf16") if name in flags)
 
 
 def cpu_capability() -> str:
@@ -86,40 +110,113 @@ def cpu_capability() -> str:
         return "unknown"
 
 
+def cpu_name(cpuinfo: Path = CPUINFO) -> str:
+    """The CPU's model name from ``/proc/cpuinfo``, falling back to ``platform.processor()``."""
+    with contextlib.suppress(OSError):
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def probe_cache_path() -> Path:
+    """Where the step probe's answer is kept between processes: ``$PIPELINE_CACHE_DIR`` or the user's cache."""
+    root = os.environ.get("PIPELINE_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return Path(root) / "vit-data-hunger" / "bf16_probe.json"
+
+
+def _probe_key(reps: int) -> str:
+    # what the answer depends on: the chip, torch's kernels and the threads that run them
+    return f"v{PROBE_CACHE_VERSION}|{cpu_name()}|{cpu_capability()}|torch {torch.__version__}|" \
+        f"threads {torch.get_num_threads()}|reps {reps}"  # fmt: skip
+
+
+def probe_step(precision: str, batch_size: int = PROBE_BATCH):
+    """A closure that runs one training step of the offline ViT (``fmnist``, AdamW) at ``batch_size``."""
+    from pipeline.model import ViT, vit_config
+
+    generator = torch.Generator().manual_seed(0)
+    model = ViT(vit_config("fmnist", num_classes=3))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    images = torch.randn(batch_size, 1, 28, 28, generator=generator)
+    labels = torch.randint(0, 3, (batch_size,), generator=generator)
+
+    def step() -> None:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            logits = model(images)
+        loss = torch.nn.functional.cross_entropy(logits.float(), labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
+def measure_bf16_step_speedup(reps: int, warmup: int = 2) -> float:
+    """fp32 over bf16 median seconds of the probe's step, the two precisions timed in alternation."""
+    seconds: dict[str, list[float]] = {"fp32": [], "bf16": []}
+    # the probe's model draws its weights from torch's generator: a stage's draws must not depend on whether
+    # the answer came from the cache
+    with torch.random.fork_rng(devices=[]):
+        steps = {precision: probe_step(precision) for precision in seconds}
+        for rep in range(warmup + reps):
+            for precision, step in steps.items():
+                started = time.perf_counter()
+                step()
+                if rep >= warmup:
+                    seconds[precision].append(time.perf_counter() - started)
+    return statistics.median(seconds["fp32"]) / max(statistics.median(seconds["bf16"]), 1e-9)
+
+
 @functools.cache
-def bf16_matmul_speedup() -> float:
-    """fp32 time over bf16 time for one square matmul on this CPU (best of 3 each): >1 means bf16 is faster."""
+def bf16_step_speedup(reps: int = 7) -> float:
+    """fp32 time over bf16 time of one training step of the offline ViT here: >1 means bf16 is faster.
 
-    def best_time(dtype: torch.dtype) -> float:
-        a = torch.ones(_PROBE_SIZE, _PROBE_SIZE, dtype=dtype)
-        a @ a  # warm-up: kernel selection and allocation
-        times = []
-        for _ in range(3):
-            started = time.perf_counter()
-            a @ a
-            times.append(time.perf_counter() - started)
-        return min(times)
-
-    return best_time(torch.float32) / max(best_time(torch.bfloat16), 1e-9)
+    Measured once per machine (chip, torch version, threads) and kept in :func:`probe_cache_path`, so that every
+    stage process of a repro takes the same decision and does not pay the ~2 s probe again; cached for the
+    process besides.
+    """
+    cache, key = probe_cache_path(), _probe_key(reps)
+    with contextlib.suppress(OSError, ValueError, TypeError):
+        value = json.loads(cache.read_text()).get(key)
+        if isinstance(value, (int, float)) and value > 0:
+            return float(value)
+    speedup = measure_bf16_step_speedup(reps)
+    with contextlib.suppress(OSError, ValueError):
+        known = {}
+        with contextlib.suppress(OSError, ValueError):
+            known = json.loads(cache.read_text())
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        partial = cache.with_name(f".{cache.name}.{os.getpid()}")
+        partial.write_text(json.dumps(known | {key: round(speedup, 4)}, indent=1, sort_keys=True))
+        partial.replace(cache)
+    return speedup
 
 
 def cpu_has_native_bf16() -> bool:
-    """True when torch reports AVX512-BF16 or AMX and a bf16 matmul is really faster than fp32 here."""
-    return bool(cpu_bf16_features()) and bf16_matmul_speedup() >= _MIN_BF16_SPEEDUP
+    """True when the CPU reports AVX512-BF16 or AMX and a training step is really faster in bf16 here."""
+    return bool(cpu_bf16_features()) and bf16_step_speedup() >= MIN_BF16_SPEEDUP
 
 
 def describe_cpu() -> str:
+    """E.g. ``AVX512, native bf16: avx512_bf16+amx_bf16 (step 1.21x)``, or ``AVX2, no native bf16``."""
     features = cpu_bf16_features()
-    native = "native bf16: " + "+".join(features) if features and cpu_has_native_bf16() else "no native bf16"
-    return f"{cpu_capability()}, {native}"
+    if not features:
+        return f"{cpu_capability()}, no native bf16"
+    speedup = bf16_step_speedup()
+    verdict = "native bf16" if speedup >= MIN_BF16_SPEEDUP else "bf16 not faster"
+    return f"{cpu_capability()}, {verdict}: {'+'.join(features)} (step {speedup:.2f}x)"
 
 
 @functools.cache
-def _warn_emulated_bf16() -> None:
-    slowdown = 1 / max(bf16_matmul_speedup(), 1e-9)
+def _warn_slow_bf16() -> None:
+    # two timed steps: on an emulating CPU a bf16 step of the offline ViT takes about a second
+    speedup = bf16_step_speedup(reps=2) if not cpu_bf16_features() else bf16_step_speedup()
     print(
-        f"warning: runtime.precision is bf16 but this CPU has no native bf16 ({describe_cpu()}): a bf16 matmul "
-        f"ran {slowdown:.0f}x slower than fp32 here; set runtime.precision: auto (or fp32) in params.yaml",
+        f"warning: runtime.precision is bf16 but bf16 is not faster on this CPU ({cpu_capability()}, features: "
+        f"{'+'.join(cpu_bf16_features()) or 'no avx512_bf16/amx_bf16'}): a training step of the offline ViT ran "
+        f"{1 / max(speedup, 1e-9):.2f}x as long as in fp32 here; set runtime.precision: auto (or fp32) in "
+        "params.yaml",
         file=sys.stderr,
     )
 
@@ -135,7 +232,7 @@ def choose_precision(requested: str, device_type: str) -> str:
     if requested == "auto":
         return "bf16" if cpu_has_native_bf16() else "fp32"
     if requested == "bf16" and not cpu_has_native_bf16():
-        _warn_emulated_bf16()
+        _warn_slow_bf16()
     return requested
 
 
@@ -158,12 +255,23 @@ def resolve_runtime(config: RuntimeConfig) -> Runtime:
         # cuBLAS is deterministic only with a fixed workspace; it must be set before cuBLAS starts.
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     precision = choose_precision(config.precision, name)
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    use_deterministic_algorithms()
     device = torch.device("cuda", local_rank) if name == "cuda" and world_size > 1 else torch.device(name)
     if world_size > 1:
         start_process_group(device)
     hardware = describe_cpu() if name == "cpu" else torch.cuda.get_device_name(device) if name == "cuda" else name
     return Runtime(device=device, precision=precision, hardware=hardware, rank=rank, world_size=world_size)
+
+
+def use_deterministic_algorithms() -> None:
+    """``torch.use_deterministic_algorithms(True, warn_only=True)`` without its import of ``torch._inductor``
+    (about 2 s of every stage process's start on 2 cores) where inductor is not loaded: the pipeline does not
+    compile, and a later ``import torch._inductor`` reads the flag through ``torch.compile``'s own config only,
+    so set it there too when it is loaded."""
+    if "torch._inductor.config" in sys.modules:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+    else:
+        torch._C._set_deterministic_algorithms(True, warn_only=True)
 
 
 def torchrun_world() -> tuple[int, int, int]:

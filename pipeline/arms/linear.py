@@ -35,7 +35,15 @@ def point_data(curve: Curve, point: int) -> dict:
 
 
 def seed_probe(curve: Curve, data: dict, seed: int) -> tuple[Probe, torch.Tensor, ImageSet]:
-    """The few-shot probe on the frozen features of this seed's subset; returns it, those features and the subset."""
+    """The few-shot probe on the frozen features of this seed's subset; returns it, those features and the subset.
+    Fitted once per seed and point: fine-tuning's lr trials start from the same probe."""
+    fitted = data.setdefault("probes", {})
+    if seed not in fitted:
+        fitted[seed] = fit_seed_probe(curve, data, seed)
+    return fitted[seed]
+
+
+def fit_seed_probe(curve: Curve, data: dict, seed: int) -> tuple[Probe, torch.Tensor, ImageSet]:
     train_set = seed_subset(data["pool"], data["n"], seed)
     features = extract_features(data["backbone"], train_set.images, curve.runtime, curve.eval_batch_size,
                                 data["score"])  # fmt: skip

@@ -44,7 +44,9 @@ def run_item(params: Params, arch: str, point: int) -> dict:
             generator = seed_everything(cfg.seed)
             model = build_backbone(arch, params.offline.model, len(pool.classes), tuple(params.data_hunger.cnn_widths))
             model = model.to(runtime.device)
-            history = train_on_pool(model, pool, pool_test, cfg, runtime, generator, batch, tracker, name)
+            history = train_on_pool(
+                model, pool, pool_test, cfg, runtime, generator, batch, tracker, name, score_every_epoch=False
+            )
             pool_test_acc = history[-1]["test_acc"]
         trunk = Trunk(model.eval())
         result = few_shot(

@@ -120,7 +120,7 @@ def test_a_run_whose_process_died_is_marked_killed_when_the_next_stage_starts(tm
 def test_git_dirty_looks_at_sources_and_params_only(tmp_path, monkeypatch):
     import subprocess
 
-    from pipeline.tracking import git_state
+    from pipeline.tracking import _git_state, git_state
 
     def git(*args: str) -> None:
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
@@ -134,9 +134,13 @@ def test_git_dirty_looks_at_sources_and_params_only(tmp_path, monkeypatch):
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
     monkeypatch.chdir(tmp_path)
     (tmp_path / "metrics.json").unlink()  # what `dvc repro` does to a stage's git-tracked outputs
+    _git_state.cache_clear()
     assert git_state()["git_dirty"] == "false"
     (tmp_path / "params.yaml").write_text("seeds: [1]\n")
+    assert git_state()["git_dirty"] == "false", "read once per process: a stage's runs share one answer"
+    _git_state.cache_clear()
     assert git_state()["git_dirty"] == "true"
+    _git_state.cache_clear()
 
 
 def test_a_stage_run_holds_one_child_per_seed_with_its_own_params_a_model_and_the_data(tmp_path, monkeypatch):
