@@ -1,12 +1,16 @@
-# Quick start: `make repro` runs the committed default pipeline; `make test` runs the tests.
+# Quick start: `make repro` runs the committed default pipeline; `make test` runs the tests; `make help` lists the targets.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 BIN := $(abspath $(VENV))/bin
 FASHION_MNIST := /usr/share/datasets/fashion-mnist
 
-.PHONY: install data repro paper paper-20 ddp results compare plots ui predict test lint format bench clean
+.PHONY: install help data repro paper paper-20 ddp results compare plots ui predict test test-unit lint format bench clean
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed ## the virtualenv .venv with the pinned dependencies and the vit-* commands
+
+# Every target with its one line: the `## ` comment on its rule.
+help: ## this list
+	@grep -E '^[a-z0-9-]+:.*## ' $(firstword $(MAKEFILE_LIST)) | awk 'BEGIN {FS = ":.*## "} {printf "make %-10s %s\n", $$1, $$2}'
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -16,18 +20,18 @@ $(VENV)/.installed: pyproject.toml
 
 # Fashion-MNIST for the offline preset, from Debian's package where apt-get can install it.
 # Without it, the download stage falls back to torchvision's mirrors (needs internet).
-data:
+data: ## Fashion-MNIST from Debian's package (as root with apt-get; else the download stage fetches it)
 	@if [ ! -d $(FASHION_MNIST) ] && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
 		apt-get install -y -q dataset-fashion-mnist >/dev/null 2>&1 || \
 		{ apt-get update -q >/dev/null && apt-get install -y -q dataset-fashion-mnist >/dev/null; } || \
 		echo "could not install dataset-fashion-mnist; the download stage will try the internet"; fi
 
-repro: install data
+repro: install data ## says how long it takes here, then dvc repro: the committed pipeline
 	@$(PY) -m pipeline.tools.estimate || true
 	PATH="$(BIN):$$PATH" dvc repro
 
 # Seed 000's experiment (needs internet; GPU recommended), recorded as the DVC experiment "paper".
-paper: install
+paper: install ## seed 000's experiment (paper preset) as the DVC experiment "paper"
 	PATH="$(BIN):$$PATH" dvc exp run -n paper -S preset=paper
 
 # The training stages under torchrun, one process per GPU (DistributedDataParallel: NCCL on GPUs, gloo on CPUs), with
@@ -35,7 +39,7 @@ paper: install
 # preset: set `preset: paper` (or run `make paper` once for the data and backbone), then e.g. `make ddp NPROC=8`.
 NPROC ?= 2
 DDP_STAGES ?= train_scratch linear_probe
-ddp: install
+ddp: install ## the training stages under torchrun, NPROC processes (default 2), then dvc repro
 	PATH="$(BIN):$$PATH" dvc repro --single-item download prepare backbone
 	for stage in $(DDP_STAGES); do \
 		PATH="$(BIN):$$PATH" torchrun --standalone --nproc_per_node $(NPROC) -m pipeline.stages.$$stage || exit 1; done
@@ -46,45 +50,52 @@ ddp: install
 # Its SHA-256 was pinned from a Git LFS pointer of a public copy (31,491,084 bytes).
 PAPER_20_URL := https://github.com/mrdbourke/pytorch-deep-learning/raw/main/data/pizza_steak_sushi_20_percent.zip
 PAPER_20_SHA256 := 4c7589efc2b369364d602906c5bd2d563dfd73e1e0083565ffb23dd731eb9d88
-paper-20: install
+paper-20: install ## the paper preset on the course's larger 20% split
 	PATH="$(BIN):$$PATH" dvc exp run -n paper-20 -S preset=paper -S paper.url=$(PAPER_20_URL) -S paper.sha256=$(PAPER_20_SHA256)
 
 # The README's tables, from metrics/evaluate.json, data_hunger.json and ablation.json.
-results: install
+results: install ## prints the README's tables from metrics/
 	@$(PY) -m pipeline.tools.report
 
 # Every MLflow run of the preset's experiment, and test accuracy per commit and DVC experiment (reports/compare.md).
-compare: install
+compare: install ## every MLflow run as a table (reports/compare.md)
 	$(PY) -m pipeline.tools.compare
 
-# dvc plots show (or, with REVS="HEAD~1 my-exp", dvc plots diff) through the offline template: dvc_plots/index.html
-# works without internet (vega, vega-lite and vega-embed are inlined; see pipeline/tools/plots.py).
-plots: install
+# A thin alias of `dvc plots show` (or, with REVS="HEAD~1 my-exp", `dvc plots diff`): .dvc/config names the offline
+# template .dvc/plots/offline.html, so dvc_plots/index.html works without internet (see pipeline/tools/plots.py).
+plots: install ## dvc plots show (REVS="A B": dvc plots diff A B), offline: dvc_plots/index.html
 	PATH="$(BIN):$$PATH" $(PY) -m pipeline.tools.plots $(REVS)
 
-# MLflow's UI on this project's store: open http://127.0.0.1:5000, then the experiment vit-offline (or vit-paper).
-ui: install
-	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlflow.db
+# MLflow's UI on this project's store. First prints the address of the preset's experiment's runs page
+# (http://127.0.0.1:5000/#/experiments/<id>/runs), or, without a store, says to run the pipeline first.
+STORE := sqlite:///$(CURDIR)/mlflow.db
+ui: install ## prints the experiment's runs page, then starts mlflow ui on mlflow.db
+	@MLFLOW_TRACKING_URI=$(STORE) $(PY) -m pipeline.tools.compare --ui
+	$(BIN)/mlflow ui --backend-store-uri $(STORE)
 
 # Class probabilities for your own images: make predict IMG="photo.jpg other.png" [ARGS="--model scratch --invert"]
-predict: install
+predict: install ## class probabilities: make predict IMG="photo.jpg" [ARGS="--model scratch --invert"]
 	$(PY) -m pipeline.tools.predict $(IMG) $(ARGS)
 
-lint: install
+lint: install ## ruff check and ruff format --check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-format: install
+format: install ## ruff format, then ruff check --fix
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
 # Two workers, a test file each at a time: most of the suite's time is stage processes importing torch
 # and MLflow (about 10 s each on 2 cores), which overlap well.
-test: install lint
+test: install lint ## lint, then the whole suite in two workers (dvc repro end to end included)
 	PATH="$(BIN):$$PATH" pytest -n 2 --dist loadfile
 
-bench: install
+# The library's and tools' tests only: no stage processes, no dvc repro (tests/stages holds those).
+test-unit: install lint ## lint, then the unit and tool tests only (tests/unit, tests/tools) in two workers
+	PATH="$(BIN):$$PATH" pytest -n 2 -m "not e2e" tests/unit tests/tools
+
+bench: install ## our ViT-B/16 against torchvision's (docs/benchmark.md)
 	$(PY) benchmarks/bench_vit.py
 
-clean:
+clean: ## removes .venv and the caches
 	rm -rf $(VENV) .pytest_cache .ruff_cache

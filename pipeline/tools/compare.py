@@ -1,17 +1,22 @@
 """Every MLflow run of the preset's experiment in one table, and test accuracy per code version and experiment.
 
-    make compare        # = python -m pipeline.tools.compare
+    make compare        # = python -m pipeline.tools.compare (or vit-compare)
+    make ui             # prints the experiment's runs page (--ui), then starts mlflow ui
 
 Reads the store of :func:`pipeline.tracking.tracking_uri` (``mlflow.db`` at the repository root, or
 ``MLFLOW_TRACKING_URI``), experiment ``vit-<preset>``. Writes ``reports/compare.md`` and
 ``reports/compare.csv`` and prints the markdown. The summary groups runs by stage, arm, git commit,
 dirty flag and DVC experiment, and gives the test accuracy's mean ± sample std over their seeds.
+With ``--ui`` it writes nothing and prints the experiment's runs page in MLflow's UI instead.
+A store that does not exist yet is never created.
 """
 
 from __future__ import annotations
 
+import argparse
 import io
 import math
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -24,6 +29,26 @@ from pipeline.tracking import tracking_uri
 REPORTS = Path("reports")
 KEY_PARAMS = ("lr", "epochs", "batch_size")  # from the run's own stage section, e.g. train_scratch.offline.lr
 GROUP = ["stage", "arm", "git_commit", "git_dirty", "dvc_experiment"]
+HINT = "run `dvc repro` (or `dvc exp run`) to record some"
+UI = "http://127.0.0.1:5000"  # where `mlflow ui` listens by default
+
+
+def require_store(uri: str) -> None:
+    """Refuses a SQLite store whose file does not exist, which MLflow would otherwise create empty.
+
+    Raises:
+        UserError: no such file; the message says to run the pipeline first.
+    """
+    if uri.startswith("sqlite:///"):
+        database = Path(uri.removeprefix("sqlite:///"))
+        if not database.is_file():
+            raise UserError(f"no MLflow store at {database}; {HINT}, or set MLFLOW_TRACKING_URI to your server")
+
+
+def store_error(uri: str, error: Exception) -> UserError:
+    """A broken, locked or unreachable store, in one line."""
+    message = str(error).splitlines()[0][:200] if str(error) else ""
+    return UserError(f"could not read the MLflow store {uri} ({type(error).__name__}: {message})")
 
 
 def fetch_runs(uri: str, experiment: str) -> pd.DataFrame:
@@ -35,11 +60,7 @@ def fetch_runs(uri: str, experiment: str) -> pd.DataFrame:
     """
     import warnings
 
-    hint = "run `dvc repro` (or `dvc exp run`) to record some"
-    if uri.startswith("sqlite:///"):
-        database = Path(uri.removeprefix("sqlite:///"))
-        if not database.is_file():
-            raise UserError(f"no MLflow store at {database}; {hint}, or set MLFLOW_TRACKING_URI to your server")
+    require_store(uri)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -47,18 +68,39 @@ def fetch_runs(uri: str, experiment: str) -> pd.DataFrame:
 
             mlflow.set_tracking_uri(uri)
             if mlflow.get_experiment_by_name(experiment) is None:
-                raise UserError(f"the MLflow store {uri} has no experiment {experiment!r}; {hint}")
+                raise UserError(f"the MLflow store {uri} has no experiment {experiment!r}; {HINT}")
             runs = mlflow.search_runs(
                 experiment_names=[experiment], order_by=["attributes.start_time ASC"], output_format="pandas"
             )
     except UserError:
         raise
     except Exception as error:  # a broken, locked or unreachable store
-        message = str(error).splitlines()[0][:200] if str(error) else ""
-        raise UserError(f"could not read the MLflow store {uri} ({type(error).__name__}: {message})") from None
+        raise store_error(uri, error) from None
     if runs.empty:
-        raise UserError(f"experiment {experiment!r} in {uri} has no runs yet; {hint}")
+        raise UserError(f"experiment {experiment!r} in {uri} has no runs yet; {HINT}")
     return runs
+
+
+def runs_page(uri: str, experiment: str, ui: str = UI) -> str:
+    """The address of ``experiment``'s runs page in MLflow's UI (MLflow 3: ``<ui>/#/experiments/<id>/runs``).
+
+    Raises:
+        UserError: the store does not exist (run the pipeline first), cannot be read, or lacks the experiment.
+    """
+    import warnings
+
+    require_store(uri)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from mlflow import MlflowClient
+
+            found = MlflowClient(tracking_uri=uri).get_experiment_by_name(experiment)
+    except Exception as error:  # a broken, locked or unreachable store
+        raise store_error(uri, error) from None
+    if found is None:
+        raise UserError(f"the MLflow store {uri} has no experiment {experiment!r}; {HINT}")
+    return f"{ui}/#/experiments/{found.experiment_id}/runs"
 
 
 def runs_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -138,10 +180,24 @@ def report(experiment: str, uri: str, table: pd.DataFrame, summary: pd.DataFrame
     )
 
 
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline.tools.compare",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--ui", action="store_true", help=f"print the experiment's runs page at {UI} and exit")
+    return parser.parse_args(argv)
+
+
 @stage_main
 def main() -> None:
+    args = parse_args(sys.argv[1:])
     params = load_params()
     experiment, uri = f"vit-{params.preset}", tracking_uri()
+    if args.ui:
+        print(f"compare: the runs of {experiment} in mlflow ui: {runs_page(uri, experiment)}")
+        return
     table = runs_table(fetch_runs(uri, experiment))
     summary = summary_table(table)
     text = report(experiment, uri, table, summary)

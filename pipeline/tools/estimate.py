@@ -1,4 +1,5 @@
-"""How long a full ``dvc repro`` of the committed params should take here: printed by ``make repro``.
+"""How long a full ``dvc repro`` of the committed params should take here: printed by ``make repro``
+(``python -m pipeline.tools.estimate`` or ``vit-estimate``).
 
 Resolves the runtime exactly as the stages will (device, the precision ``auto`` picks, the CPU kind)
 and looks it up in ``metrics/repro_time.json``, the committed wall times of full runs per device and precision.
@@ -6,7 +7,9 @@ and looks it up in ``metrics/repro_time.json``, the committed wall times of full
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 from pathlib import Path
 
 from pipeline.config import load_params
@@ -33,8 +36,19 @@ def estimate_line(runtime_key: str, hardware: str, times: dict) -> str:
     )
 
 
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """No options: ``--help`` prints this module's docstring."""
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline.tools.estimate",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser.parse_args(argv)
+
+
 @stage_main
 def main() -> None:
+    parse_args(sys.argv[1:])
     runtime = resolve_runtime(load_params().runtime)
     times = json.loads(TIMES.read_text()) if TIMES.is_file() else {}
     print(estimate_line(f"{runtime.device.type} {runtime.precision}", runtime.hardware, times))

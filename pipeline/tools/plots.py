@@ -1,20 +1,27 @@
-"""`dvc plots show` / `dvc plots diff` that render offline: ``python -m pipeline.tools.plots [REV ...]``.
+"""Offline `dvc plots show` / `dvc plots diff`: ``python -m pipeline.tools.plots [REV ...]`` (or ``vit-plots``).
 
 DVC's default page loads vega, vega-lite and vega-embed from a CDN, so its plots are blank without internet.
-This tool renders through ``.dvc/plots/offline.html``, a page template with the three libraries inlined
-(pinned versions, each npm tarball checked against its SHA-256 below), and writes ``dvc_plots/index.html``.
-No revision: `dvc plots show`; revisions: `dvc plots diff REV ...` (e.g. ``HEAD~1`` or a `dvc exp` name),
-which overlays each data series of every revision. The template is committed; ``--rebuild`` makes it again
-from npm (needs the registry once); ``--check`` opens the page in headless Chromium (if installed) and
+The committed ``.dvc/config`` sets ``plots.html_template = plots/offline.html`` (DVC reads it relative to
+``.dvc/``), so plain `dvc plots show` and `dvc plots diff` render through ``.dvc/plots/offline.html``, a page
+template with the three libraries inlined (pinned versions, each npm tarball checked against its SHA-256 below).
+This tool is a thin wrapper over those two commands: no revision runs `dvc plots show`, revisions run
+`dvc plots diff REV ...` (e.g. ``HEAD~1`` or a `dvc exp` name), which overlays each data series of every
+revision; DVC writes ``dvc_plots/index.html``. Where the DVC config names no page template (a project made by a
+fresh `dvc init`), the tool passes the offline one with ``--html-template``. ``--rebuild`` makes the template
+again from npm (needs the registry once); ``--check`` opens DVC's page in headless Chromium (if installed) and
 counts the SVG plots it drew, with a screenshot beside the page.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
+import shutil
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 from pipeline.errors import UserError, stage_main
 from pipeline.fetch import download
@@ -74,8 +81,6 @@ def check_in_chromium(page: str, screenshot: str | None = None, chromium: str = 
     Raises:
         UserError: Chromium is not installed (Debian: ``apt-get install chromium``).
     """
-    import shutil
-
     if shutil.which(chromium) is None:
         raise UserError(f"{chromium} not found; install it (Debian: apt-get install chromium) to check the page")
     flags = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=10000"]
@@ -86,28 +91,75 @@ def check_in_chromium(page: str, screenshot: str | None = None, chromium: str = 
     return subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, check=True, timeout=120).stdout
 
 
-def render(revisions: list[str], template: Path = TEMPLATE, out: str = "dvc_plots") -> str:
-    """Runs DVC with the offline template; returns the page's path."""
-    command = ["dvc", "plots", "diff", *revisions] if revisions else ["dvc", "plots", "show"]
-    result = subprocess.run(
-        [*command, "--html-template", str(template), "-o", out], capture_output=True, text=True, check=False
-    )
+def dvc_executable() -> str:
+    """The `dvc` on PATH, else the one beside this interpreter (``.venv/bin/python -m ...`` without activating).
+
+    Raises:
+        UserError: neither exists.
+    """
+    search = os.pathsep.join([os.environ.get("PATH", ""), str(Path(sys.executable).parent)])
+    found = shutil.which("dvc", path=search)
+    if found is None:
+        raise UserError(
+            "`dvc` not found on PATH; activate the environment (`. .venv/bin/activate`) or run `make install`"
+        )
+    return found
+
+
+def configured_template() -> str | None:
+    """``plots.html_template`` as DVC's config files set it here (the committed ``.dvc/config`` does), or None."""
+    from dvc.config import Config, ConfigError
+
+    try:
+        return Config.from_cwd()["plots"].get("html_template")
+    except ConfigError as error:
+        raise UserError(f"DVC's config does not parse ({error}); fix .dvc/config") from None
+
+
+def render(revisions: list[str], dvc: str = "dvc", template: Path = TEMPLATE) -> Path:
+    """`dvc plots show`, or `dvc plots diff REV ...` with revisions; returns the page DVC wrote.
+
+    Raises:
+        UserError: DVC failed or loaded no plots.
+    """
+    command = [dvc, "plots", "diff", *revisions] if revisions else [dvc, "plots", "show"]
+    if configured_template() is None:
+        command += ["--html-template", str(template)]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    shown = " ".join(["dvc", *command[1:]])
     if result.returncode != 0:
         detail = " ".join((result.stderr or result.stdout).split())[:400]
-        raise UserError(f"`{' '.join(command)}` failed ({detail}); run it from the repository root")
-    return str(Path(out) / "index.html")
+        raise UserError(f"`{shown}` failed ({detail}); run it from the repository root")
+    # DVC prints the page's file:// URI as its last word; nothing when it loaded no plots
+    uris = [word for word in result.stdout.split() if word.startswith("file://")]
+    if not uris:
+        detail = " ".join((result.stderr or result.stdout).split())[:400]
+        raise UserError(f"`{shown}` wrote no page ({detail}); run `dvc repro` first, or name revisions with plots")
+    return Path(unquote(urlparse(uris[-1]).path))
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline.tools.plots", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("revisions", nargs="*", metavar="REV", help="git revisions or dvc experiments to overlay")
+    parser.add_argument("--rebuild", action="store_true", help=f"build {TEMPLATE} again from npm first")
+    parser.add_argument("--check", action="store_true", help="count the plots headless Chromium draws, offline")
+    return parser.parse_args(argv)
 
 
 @stage_main
 def main() -> None:
-    args = sys.argv[1:]
-    if "--rebuild" in args or not TEMPLATE.is_file():
+    args = parse_args(sys.argv[1:])
+    dvc = dvc_executable()
+    if args.rebuild or not TEMPLATE.is_file():
         print(f"plots: built {build_template()}")
-    page = render([a for a in args if not a.startswith("--")])
-    print(f"plots: wrote {page} (opens offline)")
-    if "--check" in args:  # what a browser shows: every data series drawn as SVG, without the network
-        svgs = check_in_chromium(page, screenshot="dvc_plots/screenshot.png").count("<svg")
-        print(f"plots: headless Chromium drew {svgs} SVG plots; screenshot dvc_plots/screenshot.png")
+    page = render(args.revisions, dvc)
+    print(f"plots: DVC wrote {page} (opens offline)")
+    if args.check:  # what a browser shows: every data series drawn as SVG, without the network
+        screenshot = page.parent / "screenshot.png"
+        svgs = check_in_chromium(str(page), screenshot=str(screenshot)).count("<svg")
+        print(f"plots: headless Chromium drew {svgs} SVG plots; screenshot {screenshot}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Class probabilities for your own images from a trained model in ``models/``.
 
     python -m pipeline.tools.predict photo.jpg other.png [--model scratch|linear] [--seed S] [--invert]
+    vit-predict photo.jpg ...     # the same, as the console script
 
 Each image gets its arm's input transform (paper preset: the scratch arm squashes to the model size,
 the linear arm (frozen backbone + linear probe) resizes and centre-crops like torchvision's weights;
@@ -37,7 +38,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m pipeline.tools.predict",
         description="Class probabilities for your own images (JPEG, PNG, ... of any size, grey or colour) "
-        "from a model trained by `dvc repro`.",
+        "from a model trained by `dvc repro` (also the console script vit-predict).",
         epilog="Offline preset (Fashion-MNIST): the models saw white garments on a black background; "
         "use --invert for ordinary photos of a garment on a light background.",
     )

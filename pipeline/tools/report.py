@@ -1,4 +1,5 @@
-"""Prints the README's results tables (markdown) from the committed metrics: `python -m pipeline.tools.report`.
+"""Prints the README's results tables (markdown) from the committed metrics: `python -m pipeline.tools.report`
+(or `vit-report`, or `make results`).
 
 The headline table comes from metrics/evaluate.json (seed 000's two arms, then the protocol's arms at the
 headline size), the data-hunger curve and its runs from metrics/data_hunger.json, and the collapse study
@@ -7,7 +8,9 @@ from metrics/ablation.json.
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 
 from pipeline import paths
 from pipeline.errors import UserError, stage_main
@@ -122,8 +125,19 @@ def read_metrics(name: str) -> dict:
     return json.loads(path.read_text())
 
 
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """No options: ``--help`` prints this module's docstring."""
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline.tools.report",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser.parse_args(argv)
+
+
 @stage_main
 def main() -> None:
+    parse_args(sys.argv[1:])
     metrics = read_metrics("evaluate.json")
     print(results_table(metrics))
     curve = read_metrics("data_hunger.json")

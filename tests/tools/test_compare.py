@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from tiny_project import SEEDS, run_cli
 
 from pipeline.config import flatten, load_params
+from pipeline.errors import UserError
 from pipeline.tools import compare
 from pipeline.tracking import Tracker
 
@@ -50,3 +52,30 @@ def test_compare_without_a_store_or_runs_says_so_in_one_line(project, monkeypatc
     status, _, err = run_cli(compare, monkeypatch, capsys)
     assert status == 1 and "no experiment 'vit-offline'" in err
     assert len(err.strip().splitlines()) == 1
+
+
+# --- the runs page that make ui prints -------------------------------------------------------
+
+
+def test_ui_prints_the_experiment_s_runs_page_and_writes_nothing(project, monkeypatch, capsys):
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{project / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    client = MlflowClient(tracking_uri=uri)
+    client.create_experiment("vit-paper")  # another preset's experiment first: the ids differ
+    experiment_id = client.create_experiment("vit-offline")
+    page = f"http://127.0.0.1:5000/#/experiments/{experiment_id}/runs"
+    assert compare.runs_page(uri, "vit-offline") == page
+    capsys.readouterr()  # MLflow's own log lines from creating the store
+    status, out, _ = run_cli(compare, monkeypatch, capsys, "--ui")
+    assert status == 0 and out == f"compare: the runs of vit-offline in mlflow ui: {page}\n"
+    assert not (project / "reports").exists()
+    with pytest.raises(UserError, match="has no experiment 'vit-other'"):
+        compare.runs_page(uri, "vit-other")
+
+
+def test_ui_without_a_store_says_to_run_the_pipeline_first_and_creates_none(tmp_path):
+    with pytest.raises(UserError, match=r"no MLflow store at .*none\.db; run `dvc repro`"):
+        compare.runs_page(f"sqlite:///{tmp_path / 'none.db'}", "vit-offline")
+    assert list(tmp_path.iterdir()) == []
