@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 BIN := $(abspath $(VENV))/bin
 FASHION_MNIST := /usr/share/datasets/fashion-mnist
 
-.PHONY: install help data repro paper paper-20 ddp results compare plots ui predict test test-unit lint format bench clean
+.PHONY: install help data repro paper paper-20 ddp results compare plots ui predict test test-unit lint format bench bench-efficiency clean
 
 install: $(VENV)/.installed ## the virtualenv .venv with the pinned dependencies and the vit-* commands
 
@@ -96,6 +96,9 @@ test-unit: install lint ## lint, then the unit and tool tests only (tests/unit, 
 
 bench: install ## our ViT-B/16 against torchvision's (docs/benchmark.md)
 	$(PY) benchmarks/bench_vit.py
+
+bench-efficiency: install ## GFLOP/s of every model's training step against the matmul ceiling (docs/benchmark.md)
+	$(PY) benchmarks/efficiency.py --profile
 
 clean: ## removes .venv and the caches
 	rm -rf $(VENV) .pytest_cache .ruff_cache

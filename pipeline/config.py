@@ -199,19 +199,21 @@ class ValidationConfig:
 @dataclass(frozen=True)
 class GridOptimiser:
     """An arm's optimiser with a grid of learning rates, written before any run; the sweep picks one per size on
-    the validation split (the first seed's run with the lowest best validation loss)."""
+    the validation split (the first seed's run with the best validation score, ``engine.better_score``)."""
 
     optimizer: Literal["adam", "adamw"]
     lrs: list[float]
     weight_decay: float
-    schedule: Literal["none", "cosine"]  # cosine decays to 0 at the step cap after the linear warmup
-    warmup_fraction: float  # share of the step cap with linear warmup
+    schedule: Literal["none", "cosine"]  # cosine decays to 0 at the end of the budget after the linear warmup
+    warmup_fraction: float  # share of the budget with linear warmup
     grad_clip: float  # max global gradient norm; 0 disables clipping
 
     def validate(self, key: str) -> None:
         _check(len(self.lrs) >= 1 and all(0 < lr < math.inf for lr in self.lrs), f"{key}.lrs",
                f"must list positive, finite learning rates, got {self.lrs}")  # fmt: skip
         _check(len(set(self.lrs)) == len(self.lrs), f"{key}.lrs", f"must not repeat, got {self.lrs}")
+        _check(self.lrs == sorted(self.lrs), f"{key}.lrs",
+               f"must be in increasing order (a choice at either end is flagged), got {self.lrs}")  # fmt: skip
         for name in ("weight_decay", "grad_clip"):
             _check(0 <= getattr(self, name) < math.inf, f"{key}.{name}", "must not be negative, and finite")
         _check(0 <= self.warmup_fraction < 1, f"{key}.warmup_fraction", "must be in [0, 1)")
@@ -228,15 +230,23 @@ class DataHungerConfig:
     paper_fractions: list[float]
     headline_point: int  # the point evaluate's table shows beside seed 000's arms (75 per class offline)
     batch_size: int
-    max_steps: int  # the cap; a run stops earlier when the validation loss stops improving
-    eval_every: int  # steps between validation scores
-    patience: int  # validation scores without a new best before a run stops
+    max_epochs: int  # the budget: a run's step cap and its schedule's span, in passes over its training set...
+    min_steps: int  # ... and never fewer steps than this (at 10 per class an epoch is one step)
+    scores: int  # validation scores per run, evenly spaced over the budget, besides step 0's
+    patience: int  # validation scores without a better one before a run stops
     probe_regs: list[float]  # the few-shot probe's ridge grid, times the mean eigenvalue of X^T X
     logreg_max_per_class: int
     cnn_widths: list[int]
     scratch: GridOptimiser  # the trained arms' optimisers (pipeline.arms.TRAINED)
     cnn: GridOptimiser
     finetune: GridOptimiser
+
+    def budget(self, n_train: int) -> tuple[int, int]:
+        """(step cap, steps between validation scores) of a trained run on ``n_train`` images: ``max_epochs``
+        passes at ``batch_size``, at least ``min_steps``; the schedule spans the cap, and ``scores`` scores
+        are spread over it, so every run is scored as often whatever its size."""
+        steps = max(self.min_steps, self.max_epochs * math.ceil(n_train / self.batch_size))
+        return steps, max(1, math.ceil(steps / self.scores))
 
     def validate(self, key: str) -> None:
         _check(len(self.cnn_widths) >= 1 and min(self.cnn_widths) >= 1, f"{key}.cnn_widths",
@@ -255,8 +265,12 @@ class DataHungerConfig:
         _check(all(1 <= n <= 6000 for n in self.offline_sizes), f"{key}.offline_sizes",
                "must be images per class between 1 and 6000 (Fashion-MNIST has 6000 per class)")  # fmt: skip
         _check(all(0 < f <= 1 for f in self.paper_fractions), f"{key}.paper_fractions", "must be in (0, 1]")
-        for name in ("batch_size", "max_steps", "eval_every", "patience"):
+        for name in ("batch_size", "max_epochs", "min_steps", "scores", "patience"):
             _check(getattr(self, name) >= 1, f"{key}.{name}", f"must be at least 1, got {getattr(self, name)}")
+        _check(self.patience < self.scores, f"{key}.patience",
+               f"must be below data_hunger.scores ({self.scores}), or no run could stop early")  # fmt: skip
+        _check(self.probe_regs == sorted(self.probe_regs), f"{key}.probe_regs",
+               f"must be in increasing order (a choice at either end is flagged), got {self.probe_regs}")  # fmt: skip
         _check(len(self.probe_regs) >= 1 and all(0 < r < math.inf for r in self.probe_regs), f"{key}.probe_regs",
                f"must list positive, finite ridge strengths, got {self.probe_regs}")  # fmt: skip
         for arm in ("scratch", "cnn", "finetune"):

@@ -135,7 +135,9 @@ def validation_csv(summaries: dict[str, list[dict]]) -> str:
             for seed, run in point.get("runs", {}).items():
                 for record in run.get("curve", []):
                     values = [arm, point["n_train_per_class"], seed, run["lr"], record["step"]]
-                    values += [f"{record[k]:.6g}" for k in ("train_loss", "val_loss", "val_acc")]
+                    # step 0's score has no training loss: an empty cell
+                    values += ["" if record[k] is None else f"{record[k]:.6g}" for k in ("train_loss", "val_loss",
+                                                                                         "val_acc")]  # fmt: skip
                     rows.append(",".join(str(v) for v in values))
     return "\n".join(rows) + "\n"
 
@@ -148,8 +150,8 @@ def aggregate(summaries: dict[str, list[dict]], baseline: dict[str, dict]) -> di
     first = next(iter(summaries.values()))[0]
     result["baselines"] = baseline
     result["trained_parameters"] = {arm: points[0]["trained_parameters"] for arm, points in summaries.items()}
-    # what each arm's runs did at each size: the final train loss, the step the best validation loss was
-    # reached, and the chosen learning rate (trained arms) or ridge (probes)
+    # what each arm's runs did at each size: the kept weights' train loss, the step the best validation score
+    # was reached, the budget, and the chosen learning rate (trained arms) or ridge (probes) with edge flags
     result["runs"] = {
         arm: {str(s["n_train_per_class"]): {k: s[k] for k in RUN_SUMMARY if k in s} for s in points}
         for arm, points in summaries.items()
@@ -159,13 +161,19 @@ def aggregate(summaries: dict[str, list[dict]], baseline: dict[str, dict]) -> di
     return result
 
 
-RUN_SUMMARY = ("train_loss", "val_loss", "val_acc", "best_step", "steps", "lr", "reg", "stopped_at_cap")
-
-
-def read_json(path) -> dict:
-    if not path.is_file():
-        raise UserError(f"{path} is missing; run `dvc repro` (an earlier stage makes it)")
-    return json.loads(path.read_text())
+RUN_SUMMARY = (
+    "train_loss",
+    "val_loss",
+    "val_acc",
+    "best_step",
+    "steps",
+    "budget",
+    "lr",
+    "lr_at_edge",
+    "reg",
+    "reg_at_edge",
+    "stopped_at_cap",
+)
 
 
 def protocol_arms(curve: dict, cfg: DataHungerConfig) -> dict:

@@ -235,11 +235,21 @@ def train(
 @dataclass(frozen=True)
 class Stopping:
     """The validation rule every trained arm of the curve follows: score the validation split every
-    ``eval_every`` steps, stop after ``patience`` scores without a lower loss or at the recipe's step cap,
-    keep the weights of the best score."""
+    ``eval_every`` steps (and at step 0 where ``score_at_start``), stop after ``patience`` scores without a
+    better one or at the recipe's step cap, keep the weights of the best score. Better: a higher validation
+    accuracy, or the same accuracy at a lower validation loss (:func:`better_score`)."""
 
     eval_every: int
     patience: int
+    score_at_start: bool = False  # fine-tuning starts at the probe's solution: it may be the best it gets
+
+
+def better_score(record: dict, best: dict) -> bool:
+    """The selection rule of every arm: validation accuracy first (what the test reports), the loss breaking
+    ties (300 validation images give accuracy in steps of 1/300, so ties are common)."""
+    if not best:
+        return True
+    return (record["val_acc"], -record["val_loss"]) > (best["val_acc"], -best["val_loss"])
 
 
 def train_until_plateau(
@@ -257,7 +267,8 @@ def train_until_plateau(
     description: str = "train",
 ) -> tuple[list[dict], dict]:
     """:func:`train` under the validation rule (:class:`Stopping`); leaves the best-validation weights in
-    ``model`` and returns every record and the best one. Records have ``val_loss`` and ``val_acc``."""
+    ``model`` and returns every record and the best one. Records have ``val_loss`` and ``val_acc``; with
+    ``score_at_start`` the first record is step 0's (no training loss)."""
     best: dict = {}
     best_state: dict[str, torch.Tensor] = {}
 
@@ -265,19 +276,25 @@ def train_until_plateau(
         # under torchrun, rank 0's score decides for every rank (batch-norm statistics differ per shard), so
         # that all ranks stop at the same step
         record["val_loss"] = from_rank_zero(record["val_loss"], runtime)
-        if not best or record["val_loss"] < best["val_loss"]:
+        record["val_acc"] = from_rank_zero(record["val_acc"], runtime)
+        if better_score(record, best):
             best.clear()
             best.update(record)
             best_state.clear()
             best_state.update({k: v.detach().clone() for k, v in model.state_dict().items()})
         return record["step"] - best["step"] >= stopping.patience * stopping.eval_every
 
+    start = []
+    if stopping.score_at_start:
+        result = evaluate(model, *val, runtime, eval_batch_size, prepare)
+        start = [{"epoch": 0, "step": 0, "val_loss": result.loss, "val_acc": result.accuracy}]
+        keep_best(start[0])
     history = train(
         model, inputs, labels, recipe, runtime, generator, prepare=prepare, record_every=stopping.eval_every,
         evaluations={"val": val}, eval_batch_size=eval_batch_size, on_record=keep_best, description=description,
     )  # fmt: skip
     model.load_state_dict(best_state)
-    return history, dict(best)
+    return start + history, dict(best)
 
 
 def distributed(model: nn.Module, runtime: Runtime) -> nn.Module:

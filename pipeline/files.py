@@ -199,3 +199,10 @@ def file_sha256(path: str | Path) -> str:
         for chunk in iter(lambda: stream.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def read_json(path: Path) -> dict:
+    """A stage's JSON output, or a one-line error naming the file when an earlier stage has not made it."""
+    if not path.is_file():
+        raise UserError(f"{path} is missing; run `dvc repro` (an earlier stage makes it)")
+    return json.loads(path.read_text())

@@ -271,9 +271,10 @@ def plot_data_hunger(metrics: dict, arms, title: str) -> None:
     plt.close(figure)
 
 
-def plot_validation(summaries: dict[str, list[dict]], max_steps: int) -> None:
-    """Every trained arm's validation loss against steps at each size (first seed, chosen learning rate), the
-    best step marked: what the validation rule saw when it stopped each run."""
+def plot_validation(summaries: dict[str, list[dict]]) -> None:
+    """Every trained arm's validation accuracy (the selection rule's first key) against the share of its budget
+    at each size (first seed, chosen learning rate), the kept step marked: what the validation rule saw when it
+    stopped each run."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -285,16 +286,16 @@ def plot_validation(summaries: dict[str, list[dict]], max_steps: int) -> None:
     for axis, (arm, points) in zip(axes[0], trained.items(), strict=True):
         for index, point in enumerate(points):
             run = next(iter(point["runs"].values()))
-            steps = [r["step"] for r in run["curve"]]
+            budget = run["budget"]
+            shares = [r["step"] / budget for r in run["curve"]]
             colour = cmap(index / max(1, len(points) - 1))
-            axis.plot(steps, [r["val_loss"] for r in run["curve"]], color=colour,
-                      label=f"{point['n_train_per_class']}/class, lr {run['lr']:g}")  # fmt: skip
-            axis.plot(steps, [r["train_loss"] for r in run["curve"]], color=colour, linestyle=":", alpha=0.6)
-            axis.plot([run["best_step"]], [run["val_loss"]], "o", color=colour)
-        axis.set(title=LABELS[arm], xlabel=f"step (cap {max_steps})", xlim=(0, max_steps))
+            axis.plot(shares, [r["val_acc"] for r in run["curve"]], color=colour,
+                      label=f"{point['n_train_per_class']}/class, lr {run['lr']:g}, {budget} steps")  # fmt: skip
+            axis.plot([run["best_step"] / budget], [run["val_acc"]], "o", color=colour)
+        axis.set(title=LABELS[arm], xlabel="share of the run's budget (steps / cap)", xlim=(0, 1.02))
         axis.legend(fontsize=7)
-    axes[0][0].set(ylabel="cross-entropy (solid: validation, dotted: train)")
-    figure.suptitle("Validation loss per run (first seed); the dot is the kept, best-validation step", fontsize=9)
+    axes[0][0].set(ylabel="validation accuracy")
+    figure.suptitle("Validation accuracy per run (first seed); the dot is the kept, best-validation score", fontsize=9)
     save(figure, "validation.png")
     plt.close(figure)
 

@@ -132,13 +132,17 @@ def _probe_key(reps: int) -> str:
 
 
 def probe_step(precision: str, batch_size: int = PROBE_BATCH):
-    """A closure that runs one training step of the offline ViT (``fmnist``, AdamW) at ``batch_size``."""
-    from pipeline.model import ViT, vit_config
+    """A closure that runs one training step (AdamW) at ``batch_size`` of torchvision's ViT at the offline
+    ViT's sizes (``fmnist``: 28 px, patch 7, 6 layers, width 128, 4 heads, MLP 512: 17 tokens), torchvision's
+    so that the precision choice does not make every stage depend on ``pipeline/model.py``;
+    ``benchmarks/efficiency.py`` prints its ratio beside our ViT's."""
+    from torchvision.models import VisionTransformer
 
     generator = torch.Generator().manual_seed(0)
-    model = ViT(vit_config("fmnist", num_classes=3))
+    model = VisionTransformer(image_size=28, patch_size=7, num_layers=6, num_heads=4, hidden_dim=128, mlp_dim=512,
+                              num_classes=3)  # fmt: skip
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
-    images = torch.randn(batch_size, 1, 28, 28, generator=generator)
+    images = torch.randn(batch_size, 3, 28, 28, generator=generator)  # torchvision's ViT takes 3 channels
     labels = torch.randint(0, 3, (batch_size,), generator=generator)
 
     def step() -> None:
@@ -199,10 +203,13 @@ def cpu_has_native_bf16() -> bool:
 
 
 def describe_cpu() -> str:
-    """E.g. ``AVX512, native bf16: avx512_bf16+amx_bf16 (step 1.21x)``, or ``AVX2, no native bf16``."""
+    """E.g. ``AVX512, native bf16: avx512_bf16+amx_bf16 (step 1.29x)``, or ``AVX2, no native bf16``; the step
+    probe's ratio where this process asked for it (precision auto or bf16), else the features alone."""
     features = cpu_bf16_features()
     if not features:
         return f"{cpu_capability()}, no native bf16"
+    if not bf16_step_speedup.cache_info().currsize:
+        return f"{cpu_capability()}, bf16 features: {'+'.join(features)} (not probed)"
     speedup = bf16_step_speedup()
     verdict = "native bf16" if speedup >= MIN_BF16_SPEEDUP else "bf16 not faster"
     return f"{cpu_capability()}, {verdict}: {'+'.join(features)} (step {speedup:.2f}x)"

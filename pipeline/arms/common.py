@@ -12,7 +12,7 @@ from pipeline import paths
 from pipeline.config import DataHungerConfig
 from pipeline.curve import seed_subset, sweep_sizes, sweep_train_set, val_set
 from pipeline.data import ImageSet, batch_preparer, load_split
-from pipeline.engine import Recipe, Stopping, count_parameters, evaluate, train_until_plateau
+from pipeline.engine import Recipe, Stopping, better_score, count_parameters, evaluate, train_until_plateau
 from pipeline.metrics import spread
 from pipeline.probe import Probe
 from pipeline.runtime import Runtime, seed_everything
@@ -51,18 +51,24 @@ def fit_seed(
     curve: Curve, data: dict, seed: int, lr: float, arm: str, build_model: Callable[[ImageSet], nn.Module]
 ) -> dict:
     """One trained run: the seed's subset, ``data_hunger.<arm>`` at ``lr``, trained under the validation rule
-    (best-validation weights kept). Its ``score`` tests it on the whole test set: the sweep calls it once, for
-    a run it keeps."""
+    over the size's budget (``DataHungerConfig.budget``; best-validation weights kept, step 0 scored too). Its
+    ``score`` tests it on the whole test set: the sweep calls it once, for a run it keeps."""
     cfg, runtime = curve.config, curve.runtime
     generator = seed_everything(seed)
     train_set = seed_subset(data["pool"], data["n"], seed)
     model = build_model(train_set).to(runtime.device)
-    recipe = Recipe.of(getattr(cfg, arm).at(lr), cfg.batch_size, cfg.max_steps)
+    steps, eval_every = cfg.budget(len(train_set))
+    recipe = Recipe.of(getattr(cfg, arm).at(lr), cfg.batch_size, steps)
     history, best = train_until_plateau(
         model, train_set.images, train_set.labels, recipe, runtime, generator,
-        val=(data["val"].images, data["val"].labels), stopping=Stopping(cfg.eval_every, cfg.patience),
-        prepare=data["prepare"], eval_batch_size=curve.eval_batch_size, description=f"{arm} seed {seed} lr {lr:g}",
+        val=(data["val"].images, data["val"].labels),
+        stopping=Stopping(eval_every, cfg.patience, score_at_start=True), prepare=data["prepare"],
+        eval_batch_size=curve.eval_batch_size, description=f"{arm} seed {seed} lr {lr:g}",
     )  # fmt: skip
+    # the kept weights' loss over the whole training subset, unaugmented (a record's train loss is a running mean
+    # over the steps before it, with augmentation on)
+    kept_train = evaluate(model, train_set.images, train_set.labels, runtime, curve.eval_batch_size,
+                          batch_preparer(train_set, augment_train=False))  # fmt: skip
 
     def score() -> dict:
         result = evaluate(
@@ -73,15 +79,16 @@ def fit_seed(
     return {
         "lr": lr,
         "score": score,  # the test set, called once the run is kept
-        "train_loss": history[-1]["train_loss"],
-        "best_train_loss": best["train_loss"],
+        "train_loss": kept_train.loss,
+        "train_acc": kept_train.accuracy,
         "val_loss": best["val_loss"],
         "val_acc": best["val_acc"],
         "best_step": best["step"],
         "steps": history[-1]["step"],
-        "stopped_at_cap": history[-1]["step"] == cfg.max_steps,
+        "budget": steps,
+        "stopped_at_cap": history[-1]["step"] == steps,
         "trained_parameters": count_parameters(model, trainable_only=True),
-        "curve": [{k: r[k] for k in ("step", "train_loss", "val_loss", "val_acc")} for r in history],
+        "curve": [{k: r.get(k) for k in ("step", "train_loss", "val_loss", "val_acc")} for r in history],
     }
 
 
@@ -105,9 +112,21 @@ def probe_record(probe: Probe, train: tuple, data: dict) -> dict:
 PER_RUN = ("test_acc", "test_loss", "train_loss", "val_loss", "val_acc", "best_step", "steps")
 
 
-def point_summary(arm: str, point: int, data: dict, runs: dict[int, dict], lr_trials: dict[str, float]) -> dict:
+def at_edge(choice: float, grid: list[float]) -> str:
+    """``low`` or ``high`` where ``choice`` is the grid's smallest or largest value (the best may lie beyond it),
+    else ``""``; a one-value grid is never flagged."""
+    if len(grid) < 2:
+        return ""
+    return "low" if choice == min(grid) else "high" if choice == max(grid) else ""
+
+
+def point_summary(
+    arm: str, point: int, data: dict, runs: dict[int, dict], lr_trials: dict[str, dict], lrs: list[float],
+    regs: list[float],
+) -> dict:  # fmt: skip
     """A sweep item's JSON: sizes, each per-run number as mean/std/per-seed, every run's record (with its
-    validation curve), and the learning-rate trials (trained arms) or chosen ridges (probes)."""
+    validation curve), the learning-rate trials (trained arms) and chosen ridges, and whether a choice sits at
+    an end of its grid (``lr_at_edge``: low | high | ""; ``reg_at_edge``: one flag per run)."""
     first = runs[next(iter(runs))]
     summary = {
         "arm": arm,
@@ -121,13 +140,25 @@ def point_summary(arm: str, point: int, data: dict, runs: dict[int, dict], lr_tr
         "runs": {str(seed): run for seed, run in runs.items()},
     }
     if "lr" in first:
-        summary |= {"lr": first["lr"], "lr_trials": lr_trials,
+        summary |= {"lr": first["lr"], "lr_trials": lr_trials, "lr_at_edge": at_edge(first["lr"], lrs),
+                    "budget": first["budget"],
                     "stopped_at_cap": sum(r["stopped_at_cap"] for r in runs.values())}  # fmt: skip
     if "reg" in first:
         summary["reg"] = [r["reg"] for r in runs.values()]
+        summary["reg_at_edge"] = [at_edge(r["reg"], regs) for r in runs.values()]
     return summary
 
 
 def flat_pixels(image_set: ImageSet) -> torch.Tensor:
     """Normalised images as (N, C*H*W) vectors: the pixel probe's features."""
     return image_set.normalise(image_set.images).flatten(1)
+
+
+def choose_lr(candidates: list[tuple[dict, object]]) -> tuple[dict, object]:
+    """The first seed's run with the best validation score (``engine.better_score``: accuracy, then loss); of
+    equals, the smaller learning rate (the grid is in increasing order)."""
+    best = candidates[0]
+    for candidate in candidates[1:]:
+        if better_score(candidate[0], best[0]):
+            best = candidate
+    return best

@@ -6,6 +6,8 @@ whole test set), ``runs`` (each arm's final train loss, best validation loss and
 or ridge per size) and ``baselines`` per size: chance, the majority training class and, up to
 ``data_hunger.logreg_max_per_class``, a logistic regression on raw pixels fit on the same subsets (mean over
 seeds). ``plots/validation.csv`` and ``plots/validation.png`` hold every trained run's validation curve.
+``metrics/comparisons.json`` holds every comparison the README states (``pipeline.metrics.COMPARISONS``) at
+every size: the paired difference over seeds with its 95% t interval and verdict (ahead, behind, level).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pipeline.curve import (
 from pipeline.data import load_split
 from pipeline.errors import UserError, stage_main
 from pipeline.files import write_json, write_text
+from pipeline.metrics import curve_comparisons
 from pipeline.plotting import plot_data_hunger, plot_validation
 from pipeline.tracking import stage_tracker
 
@@ -42,12 +45,15 @@ def main() -> None:
     metrics = aggregate(summaries, baselines(train_all, test_set, sizes, cfg.logreg_max_per_class, params.seeds))
     metrics["preset"] = params.preset
     write_json(paths.METRICS / "data_hunger.json", metrics)
+    comparisons = curve_comparisons({arm: metrics[arm] for arm in ARMS})
+    write_json(paths.METRICS / "comparisons.json", {"confidence": 0.95, "paired_by": "seed", "test": "t, n - 1 df",
+                                                     "seeds": params.seeds, "curve": comparisons})  # fmt: skip
     title = (f"{params.preset}: test accuracy vs training images per class ({len(params.seeds)} seeds, own "
              f"subsets; early stopping on {metrics['n_val']} validation images)")  # fmt: skip
     plot_data_hunger(metrics, ARMS, title)
     write_text(paths.PLOTS / "data_hunger.csv", curve_csv(metrics, ARMS))
     write_text(paths.PLOTS / "validation.csv", validation_csv(summaries))
-    plot_validation(summaries, cfg.max_steps)
+    plot_validation(summaries)
     with stage_tracker(params, "data_hunger") as tracker:  # each arm's curve: test accuracy at step = images/class
         for arm in ARMS:
             for n, value in metrics[arm].items():

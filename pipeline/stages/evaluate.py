@@ -12,11 +12,11 @@ from pipeline import paths
 from pipeline.arms.linear import evaluate_linear
 from pipeline.arms.scratch import evaluate_scratch
 from pipeline.config import load_params
-from pipeline.curve import baselines, protocol_arms, read_json, seed_subset, sweep_train_set, val_set
+from pipeline.curve import baselines, protocol_arms, seed_subset, sweep_train_set, val_set
 from pipeline.data import load_split
 from pipeline.engine import count_parameters
 from pipeline.errors import stage_main
-from pipeline.files import write_json, write_text
+from pipeline.files import read_json, write_json, write_text
 from pipeline.metrics import confusion, numeric_leaves, predictions_csv, summarise
 from pipeline.runtime import resolve_runtime
 from pipeline.tracking import stage_tracker

@@ -6,9 +6,10 @@ point), and ``data_hunger`` gathers them. The arm's code is ``pipeline/arms/<arm
 :mod:`pipeline.arms`), imported by name so that each item depends on its own arm only.
 
 The protocol: each seed draws its own subset (:mod:`pipeline.curve`). A trained arm runs the first seed at
-every learning rate of its grid (``data_hunger.<arm>.lrs``), keeps the one with the lowest best validation
-loss, and runs the other seeds at it; every run stops when the validation loss stops improving (or at the
-cap) and keeps its best-validation weights. The probes choose their ridge on validation. The test set is
+every learning rate of its grid (``data_hunger.<arm>.lrs``), keeps the one with the best validation score
+(accuracy, then loss: ``engine.better_score``), and runs the other seeds at it; every run is scored at step 0
+and ``data_hunger.scores`` times over its budget, stops when the score stops improving (or at the cap) and
+keeps its best-validation weights. The probes choose their ridge on validation. The test set is
 scored once per run, at the end, and never chooses anything.
 """
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 import sys
 
 from pipeline.arms import ARMS, TRAINED, arm_module
-from pipeline.arms.common import PER_RUN, Curve, point_summary
+from pipeline.arms.common import PER_RUN, Curve, choose_lr, point_summary
 from pipeline.config import Params, load_params
 from pipeline.curve import point_path
 from pipeline.errors import UserError, stage_main
@@ -41,7 +42,7 @@ def run_point(params: Params, arm: str, point: int) -> dict:
     lrs = getattr(params.data_hunger, arm).lrs if arm in TRAINED else [None]
     first, *others = params.seeds
     runs: dict[int, dict] = {}
-    trials: dict[str, float] = {}  # the first seed's best validation loss at each learning rate
+    trials: dict[str, dict] = {}  # the first seed's best validation score at each learning rate
     with stage_tracker(params, f"sweep-{arm}-{n}", runtime=runtime, dvc_stage=DVC_STAGES[arm], arm=arm,
                        n_train_per_class=str(n), point=str(point)) as stage:  # fmt: skip
 
@@ -65,13 +66,14 @@ def run_point(params: Params, arm: str, point: int) -> dict:
 
         candidates = [run(first, lr) for lr in lrs]
         if lrs != [None]:
-            trials = {f"{c['lr']:g}": c["val_loss"] for c, _ in candidates}
-        runs[first] = keep(*min(candidates, key=lambda c: c[0].get("val_loss", 0.0)))  # the first lr of equals
+            trials = {f"{c['lr']:g}": {"val_acc": c["val_acc"], "val_loss": c["val_loss"]} for c, _ in candidates}
+        runs[first] = keep(*choose_lr(candidates))
         for seed in others:
             runs[seed] = keep(*run(seed, runs[first].get("lr")))
         accuracies = [r["test_acc"] for r in runs.values()]
         stage.log_metrics({"test_acc_mean": sum(accuracies) / len(accuracies)}, step=n)
-    return point_summary(arm, point, data, runs, trials) | {"runtime": runtime.describe()}
+    regs = params.data_hunger.probe_regs
+    return point_summary(arm, point, data, runs, trials, lrs, regs) | {"runtime": runtime.describe()}
 
 
 def parse_args(argv: list[str], points: list[int]) -> tuple[str, int]:

@@ -44,8 +44,9 @@ def test_offline_preset_runs_on_a_small_idx_fixture(tmp_path):
         linear_probe={"offline": {"epochs": 1, "batch_size": 8}},
         data_hunger={
             "offline_sizes": [1, 2, 3, 4, 6],
-            "max_steps": 2,
-            "eval_every": 1,
+            "max_epochs": 1,
+            "min_steps": 2,
+            "scores": 2,
             "patience": 1,
             "batch_size": 4,
             "cnn": {"lrs": [0.001]},

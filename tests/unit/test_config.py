@@ -132,6 +132,9 @@ def test_mistyped_value_names_the_key(dotted, value):
         ("data_hunger.cnn.lrs", [0.001, 0], "must list positive, finite learning rates"),
         ("data_hunger.probe_regs", [], "must list positive, finite ridge strengths"),
         ("data_hunger.patience", 0, "at least 1"),
+        ("data_hunger.patience", 40, "must be below data_hunger.scores"),
+        ("data_hunger.scratch.lrs", [0.003, 0.001], "must be in increasing order"),
+        ("data_hunger.probe_regs", [1.0, 0.1], "must be in increasing order"),
         ("validation.paper_per_class", 0, "at least 1"),
         ("validation.offline_per_class", 6000, "must leave training images"),
         ("preset", "imagenet", "offline, paper"),
@@ -243,3 +246,13 @@ def test_the_paper_preset_trains_exactly_as_seed_000():
 def test_each_preset_reads_its_own_recipe():
     offline = parse_params(raw_params())
     assert offline.scratch_recipe is offline.train_scratch.offline and offline.head_recipe.epochs == 50
+
+
+def test_the_budget_spans_max_epochs_but_never_fewer_than_min_steps_and_spreads_the_scores():
+    from pipeline.config import load_params
+
+    cfg = load_params().data_hunger
+    steps, every = cfg.budget(30)  # 10 per class: one step an epoch
+    assert steps == cfg.min_steps and every == -(-steps // cfg.scores)
+    steps, every = cfg.budget(3000)  # 1000 per class
+    assert steps == cfg.max_epochs * -(-3000 // cfg.batch_size) and steps // every <= cfg.scores

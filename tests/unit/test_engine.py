@@ -334,3 +334,27 @@ def test_the_validation_rule_runs_to_the_cap_while_the_loss_improves():
         val=(torch.zeros(3, 1), torch.zeros(3, dtype=torch.long)), stopping=Stopping(eval_every=2, patience=1),
     )  # fmt: skip
     assert [r["step"] for r in history] == [2, 4, 6] and best["step"] == 6
+
+
+def test_the_validation_rule_prefers_accuracy_and_breaks_ties_by_loss():
+    from pipeline.engine import better_score
+
+    assert better_score({"val_acc": 0.6, "val_loss": 1.0}, {"val_acc": 0.5, "val_loss": 0.2})
+    assert better_score({"val_acc": 0.5, "val_loss": 0.1}, {"val_acc": 0.5, "val_loss": 0.2})
+    assert not better_score({"val_acc": 0.5, "val_loss": 0.2}, {"val_acc": 0.5, "val_loss": 0.2})  # first of equals
+    assert not better_score({"val_acc": 0.4, "val_loss": 0.01}, {"val_acc": 0.5, "val_loss": 0.9})
+
+
+def test_a_run_scored_at_step_0_keeps_its_start_when_training_only_makes_it_worse():
+    """Fine-tuning starts at the probe: if every later score is worse, the start is what the rule keeps."""
+    model = ScriptedValidation([0.2, 0.5, 0.6, 0.7])  # step 0, then steps 2, 4, 6
+    start = model.weight.detach().clone()
+    recipe = Recipe(lr=0.1, batch_size=4, steps=100, optimizer="adam", weight_decay=0.0, schedule="none",
+                    warmup_fraction=0.0, grad_clip=0.0)  # fmt: skip
+    history, best = train_until_plateau(
+        model, torch.zeros(8, 1), torch.zeros(8, dtype=torch.long), recipe, CPU, torch.Generator(),
+        val=(torch.zeros(3, 1), torch.zeros(3, dtype=torch.long)),
+        stopping=Stopping(eval_every=2, patience=3, score_at_start=True),
+    )  # fmt: skip
+    assert [r["step"] for r in history] == [0, 2, 4, 6]
+    assert best["step"] == 0 and torch.equal(model.weight.detach(), start)

@@ -181,7 +181,7 @@ def test_a_stage_run_holds_one_child_per_seed_with_its_own_params_a_model_and_th
         assert child.data.params == {"seed": str(seed)} and child.data.tags["arm"] == "scratch"
     # the parent logs the params dvc.yaml lists for the stage, and only those
     assert "train_scratch.offline.lr" in parent.data.params and "backbone.lr" not in parent.data.params
-    assert "data_hunger.max_steps" not in parent.data.params
+    assert "data_hunger.max_epochs" not in parent.data.params
     (dataset,) = parent.inputs.dataset_inputs
     assert dataset.dataset.digest == "0123456789abcdef0123456789abcdef.dir"[:36]
     assert [a.path for a in client.list_artifacts(parent.info.run_id, "history")] == ["history/history.csv"]

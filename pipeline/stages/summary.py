@@ -1,0 +1,27 @@
+"""Stage summary: the headline numbers of every stage into metrics/summary.json, the DVC metrics file.
+
+``dvc metrics show`` / ``dvc metrics diff`` / ``dvc exp show`` read this file alone; the detailed files it
+draws on (``metrics/evaluate.json``, ``data_hunger.json``, ``comparisons.json``, ``ablation.json``,
+``pretraining_scale.json``, ``backbone.json``) are plain outputs of their stages.
+"""
+
+from __future__ import annotations
+
+from pipeline import paths
+from pipeline.arms import ARMS
+from pipeline.errors import stage_main
+from pipeline.files import read_json, write_json
+from pipeline.summary import count_numbers, headline
+
+
+@stage_main
+def main() -> None:
+    names = ("evaluate", "data_hunger", "comparisons", "ablation", "pretraining_scale", "backbone")
+    files = {name: read_json(paths.METRICS / f"{name}.json") for name in names}
+    summary = headline(*files.values(), arms=ARMS)
+    write_json(paths.METRICS / "summary.json", summary)
+    print(f"summary: {count_numbers(summary)} numbers in {paths.METRICS / 'summary.json'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""The headline numbers, gathered from the stages' detailed files into ``metrics/summary.json``: the one file
+dvc.yaml declares as DVC metrics, so that ``dvc metrics show`` and ``dvc exp show`` print a screenful (about
+a hundred numbers: means, stds and the 95% intervals the README quotes) while per-seed lists, per-run curves,
+lr trials and per-class scores stay in the detailed files beside it (plain outputs, committed).
+"""
+
+from __future__ import annotations
+
+HEADLINE_SHOTS = "10"  # the pretraining-size axis's few-shot size in the summary: the moonshot's size
+
+
+def mean_std(value: dict) -> dict:
+    return {"mean": value["mean"], "std": value["std"]}
+
+
+def interval(value: dict) -> dict:
+    return {"mean": value["mean"], "low": value["low"], "high": value["high"]}
+
+
+def headline(evaluate: dict, data_hunger: dict, comparisons: dict, ablation: dict, pretraining: dict,
+             backbone: dict, arms: tuple[str, ...]) -> dict:  # fmt: skip
+    """``metrics/summary.json`` from the detailed metrics files (each as its stage wrote it)."""
+    protocol_n = str(evaluate["protocol"]["n_train_per_class"])
+    return {
+        "seed000": {arm: mean_std(evaluate[arm]["test_acc"]) for arm in ("scratch", "linear")},
+        "curve": {arm: {n: mean_std(value) for n, value in data_hunger[arm].items()} for arm in arms},
+        f"paired_at_{protocol_n}": {
+            pair: interval(by_size[protocol_n])
+            for pair, by_size in comparisons["curve"].items()
+            if protocol_n in by_size
+        },  # fmt: skip
+        "baselines_at_protocol": {key: evaluate["baselines"][key] for key in ("chance", "majority", "pixels_logreg")},
+        "ablation": {
+            name: {"test_acc": variant["test_acc"]["mean"], "collapse": variant["collapse"]["mean"]}
+            for name, variant in ablation["variants"].items()
+        },  # fmt: skip
+        "pretraining_scale": {
+            arch: {size: shots[HEADLINE_SHOTS]["mean"] for size, shots in pretraining[arch].items()}
+            for arch in ("vit", "resnet", "vit_masked_patch")
+            if arch in pretraining
+        }
+        | {"pixels": pretraining["pixels"][HEADLINE_SHOTS]["mean"]},
+        "backbone_pool_test_acc": backbone.get("pool_test_acc"),
+    }
+
+
+def count_numbers(value) -> int:
+    """How many numbers a JSON value holds (what `dvc metrics show` prints one cell for)."""
+    if isinstance(value, dict):
+        return sum(count_numbers(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(count_numbers(v) for v in value)
+    return int(isinstance(value, (int, float)) and not isinstance(value, bool))
