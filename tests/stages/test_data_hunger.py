@@ -148,7 +148,17 @@ def tiny_project(tmp_path, monkeypatch):
 
 POINT_KEYS = {"arm", "point", "n_train_per_class", "n_train", "n_val", "n_test", "trained_parameters", "test_acc",
               "train_loss", "val_acc", "runs", "runtime"}  # fmt: skip
-TRAINED_KEYS = {"test_loss", "val_loss", "best_step", "steps", "lr", "lr_trials", "stopped_at_cap"}
+TRAINED_KEYS = {
+    "test_loss",
+    "val_loss",
+    "best_step",
+    "steps",
+    "lr",
+    "lr_trials",
+    "lr_at_edge",
+    "budget",
+    "stopped_at_cap",
+}
 
 
 def test_one_point_of_every_arm_writes_the_documented_keys(tiny_project, monkeypatch):
@@ -162,7 +172,7 @@ def test_one_point_of_every_arm_writes_the_documented_keys(tiny_project, monkeyp
         expected = (
             POINT_KEYS
             | (TRAINED_KEYS if arm in arms.TRAINED else set())
-            | ({"reg"} if arm != "cnn" and arm != "scratch" else set())
+            | ({"reg", "reg_at_edge"} if arm != "cnn" and arm != "scratch" else set())
         )
         assert set(summary) == expected
         assert (summary["arm"], summary["point"], summary["n_train_per_class"]) == (arm, 2, 3)
@@ -174,12 +184,17 @@ def test_one_point_of_every_arm_writes_the_documented_keys(tiny_project, monkeyp
         if arm in arms.TRAINED:
             lrs = getattr(params.data_hunger, arm).lrs
             assert set(summary["lr_trials"]) == {f"{lr:g}" for lr in lrs}
-            best = min(summary["lr_trials"], key=summary["lr_trials"].get)  # the first seed's lowest best val loss
+            # the first seed's best validation score: accuracy, then loss; of equals the smaller lr
+            trials = summary["lr_trials"]
+            best = max(trials, key=lambda lr: (trials[lr]["val_acc"], -trials[lr]["val_loss"], -float(lr)))
             assert f"{summary['lr']:g}" == best and {r["lr"] for r in summary["runs"].values()} == {summary["lr"]}
+            assert summary["lr_at_edge"] in ("low", "high", "") and summary["budget"] == 6
             for run in summary["runs"].values():
+                assert run["curve"][0]["step"] == 0  # every trained run is scored before its first step
                 assert run["best_step"] in [r["step"] for r in run["curve"]] and run["steps"] <= 6
-                assert run["val_loss"] == min(r["val_loss"] for r in run["curve"])
-                assert run["steps"] == 6 or run["steps"] - run["best_step"] >= 2  # patience 1 x eval_every 2
+                kept = max(run["curve"], key=lambda r: (r["val_acc"], -r["val_loss"]))
+                assert (run["val_acc"], run["val_loss"]) == (kept["val_acc"], kept["val_loss"])
+                assert run["steps"] == 6 or run["steps"] - run["best_step"] >= 2  # patience 1 x 2 steps a score
         trained[arm] = summary["trained_parameters"]
     tiny_vit = ViT(vit_config("tiny", num_classes=3))
     assert trained["scratch"] == trained["finetune"] == sum(p.numel() for p in tiny_vit.parameters())
@@ -246,7 +261,7 @@ def test_aggregate_writes_the_curve_json_and_png(tiny_project, monkeypatch):
             if arm in arms.TRAINED:
                 curve_ = [{"step": 2, "train_loss": 1.0, "val_loss": 0.9, "val_acc": 0.5}]
                 summary |= {"lr": 0.001, "best_step": acc, "runs": {"0": {"lr": 0.001, "curve": curve_, "best_step": 2,
-                            "val_loss": 0.9}}}  # fmt: skip
+                            "val_loss": 0.9, "val_acc": 0.5, "budget": 4}}}  # fmt: skip
             curve.point_path(arm, point).parent.mkdir(parents=True, exist_ok=True)
             curve.point_path(arm, point).write_text(json.dumps(summary))
     data_hunger.main()
