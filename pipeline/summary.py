@@ -34,14 +34,22 @@ def headline(evaluate: dict, data_hunger: dict, comparisons: dict, ablation: dic
             name: {"test_acc": variant["test_acc"]["mean"], "collapse": variant["collapse"]["mean"]}
             for name, variant in ablation["variants"].items()
         },  # fmt: skip
-        "pretraining_scale": {
-            arch: {size: shots[HEADLINE_SHOTS]["mean"] for size, shots in pretraining[arch].items()}
-            for arch in ("vit", "resnet", "vit_masked_patch")
-            if arch in pretraining
-        }
-        | {"pixels": pretraining["pixels"][HEADLINE_SHOTS]["mean"]},
+        "pretraining_scale": pretraining_headline(pretraining),
         "backbone_pool_test_acc": backbone.get("pool_test_acc"),
     }
+
+
+def pretraining_headline(pretraining: dict) -> dict:
+    """Few-shot test accuracy at ``HEADLINE_SHOTS`` per architecture and pretraining size, and the pixel probe's;
+    empty for the paper preset, which has no pretraining-size axis."""
+    result = {
+        arch: {size: shots[HEADLINE_SHOTS]["mean"] for size, shots in pretraining[arch].items()}
+        for arch in ("vit", "resnet", "vit_masked_patch")
+        if pretraining.get(arch)
+    }
+    if "pixels" in pretraining:
+        result["pixels"] = pretraining["pixels"][HEADLINE_SHOTS]["mean"]
+    return result
 
 
 def count_numbers(value) -> int:

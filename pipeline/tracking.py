@@ -254,8 +254,10 @@ class Tracker:
             artifacts = (repo_root() / "mlartifacts" / self.experiment).as_uri()
         return self.client.create_experiment(self.experiment, artifact_location=artifacts, tags=EXPERIMENT_KIND)
 
-    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
-        if self.client is None:
+    def log_metrics(self, metrics: dict[str, float | None], step: int | None = None) -> None:
+        """``metrics`` at ``step``; a None value (step 0's score has no training loss yet) is left out."""
+        metrics = {k: v for k, v in metrics.items() if v is not None}
+        if self.client is None or not metrics:
             return
         try:
             from mlflow.entities import Metric

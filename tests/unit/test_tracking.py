@@ -211,3 +211,20 @@ def test_stage_params_are_the_stage_s_dvc_yaml_list_or_all_without_one(tmp_path)
     }
     assert stage_params(flat, "no_such_stage", dvc_yaml) == flat
     assert stage_params(flat, "backbone", tmp_path / "missing.yaml") == flat
+
+
+def test_a_missing_value_is_left_out_and_does_not_stop_tracking(tmp_path, monkeypatch):
+    """Step 0's validation record has no training loss: the other values are logged and tracking goes on."""
+    import mlflow
+
+    from pipeline.tracking import Tracker
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    with Tracker("vit-none", "run", {}, {}) as tracker:
+        tracker.log_metrics({"train_loss": None, "val_acc": 0.5}, step=0)
+        tracker.log_metrics({"val_acc": 0.75}, step=1)
+        assert not tracker.failed
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert [m.value for m in client.get_metric_history(tracker.run_id, "val_acc")] == [0.5, 0.75]
+    assert client.get_run(tracker.run_id).info.status == "FINISHED"
