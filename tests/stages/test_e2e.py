@@ -228,9 +228,9 @@ def test_mlflow_records_every_training_run_with_tags(paper_repo):
     assert (sweep.data.tags["arm"], sweep.data.tags["n_train_per_class"]) == ("finetune", "4")
     curve = json.loads((repo / "metrics/data_hunger.json").read_text())
     assert sweep.data.metrics["final_test_acc"] == curve["finetune"]["4"]["per_seed"][1]
-    # the first seed tries each lr of the grid (2), the second seed runs the chosen one; probes run once a seed
+    # the first seed tries each lr of the grid (3), the second seed runs the chosen one; probes run once a seed
     runs = [name for name in by_name if name.startswith("sweep-") and "-seed" in name]
-    assert len(runs) == 3 * 3 + 2 * 2  # trained arm x (2 + 1), probe x seed
+    assert len(runs) == 3 * (3 + 1) + 2 * 2  # trained arm x (3 + 1), probe x seed
     assert sum(name.startswith("ablation-") for name in by_name) == 3 * 2  # variant x seed
     evaluate = by_name["evaluate"].data.metrics  # the headline numbers reach MLflow too
     metrics = json.loads((repo / "metrics/evaluate.json").read_text())
