@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 BIN := $(abspath $(VENV))/bin
 FASHION_MNIST := /usr/share/datasets/fashion-mnist
 
-.PHONY: install help data repro paper paper-20 ddp results compare plots ui predict test test-unit lint format bench bench-efficiency clean
+.PHONY: install help data repro paper paper-20 ddp results results-write compare plots ui predict test test-unit lint format bench bench-efficiency clean
 
 install: $(VENV)/.installed ## the virtualenv .venv with the pinned dependencies and the vit-* commands
 
@@ -56,6 +56,9 @@ paper-20: install ## the paper preset on the course's larger 20% split
 # The README's tables, from metrics/evaluate.json, data_hunger.json and ablation.json.
 results: install ## prints the README's tables from metrics/
 	@$(PY) -m pipeline.tools.report
+
+results-write: install ## regenerates the tables between the markers in README.md and docs/results.md
+	@$(PY) -m pipeline.tools.report --write
 
 # Every MLflow run of the preset's experiment, and test accuracy per commit and DVC experiment (reports/compare.md).
 compare: install ## every MLflow run as a table (reports/compare.md)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import errno
 import functools
 import os
@@ -104,3 +105,10 @@ def stage_main(main: Callable[[], None]) -> Callable[[], None]:
         print(f"stage {stage} finished in {time.perf_counter() - started:.1f} s", file=sys.stderr)
 
     return wrapper
+
+
+def tool_parser(module: str, doc: str | None) -> argparse.ArgumentParser:
+    """The argument parser of a command line in ``pipeline.tools``: its module's docstring as the ``--help``
+    text, kept as written."""
+    return argparse.ArgumentParser(prog=f"python -m {module}", description=doc,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip

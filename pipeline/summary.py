@@ -59,3 +59,28 @@ def count_numbers(value) -> int:
     if isinstance(value, list):
         return sum(count_numbers(v) for v in value)
     return int(isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def scale_comparisons(scale: dict) -> dict[str, dict[str, dict]]:
+    """The pretraining-size axis's stated comparisons, paired by seed (each seed draws the same shots for every
+    backbone): ``{"A-B": {"<n_pretrain>/<shots>": paired_difference}}`` for the ResNet against the ViT and each
+    against the pixel probe at every pretraining size, and the masked-patch ViT against the supervised ViT on the
+    whole pool and against pixels."""
+    from pipeline.metrics import paired_difference
+
+    def per_seed(arch: str, size: str, shots: str) -> list[float]:
+        return (scale["pixels"] if arch == "pixels" else scale[arch][size])[shots]["per_seed"]
+
+    result: dict[str, dict[str, dict]] = {}
+    sizes = sorted(scale["vit"], key=int)
+    shots = sorted(scale["pixels"], key=int)
+    for a, b in (("resnet", "vit"), ("resnet", "pixels"), ("vit", "pixels")):
+        result[f"{a}-{b}"] = {f"{size}/{n}": paired_difference(per_seed(a, size, n), per_seed(b, size, n))
+                              for size in sizes for n in shots}  # fmt: skip
+    for masked_size in scale.get("vit_masked_patch", {}):
+        for b, b_size in (("vit", sizes[-1]), ("pixels", None)):
+            result[f"vit_masked_patch-{b}"] = {
+                f"{masked_size}/{n}": paired_difference(per_seed("vit_masked_patch", masked_size, n),
+                                                        per_seed(b, b_size, n)) for n in shots
+            }  # fmt: skip
+    return result

@@ -20,6 +20,7 @@ from pipeline.errors import UserError, stage_main
 from pipeline.files import write_json, write_text
 from pipeline.plotting import plot_pretraining_scale, save_note
 from pipeline.scale import ARCHES, few_shot, gather, scale_csv
+from pipeline.summary import scale_comparisons
 from pipeline.tracking import stage_tracker
 
 ITEMS = paths.METRICS / "pretraining_scale"
@@ -48,6 +49,7 @@ def main() -> None:
                       params.data_hunger.probe_regs)  # fmt: skip
     metrics = gather(items, masked, pixels, params.masked_patch.decision_shots)
     metrics |= {"preset": params.preset, "n_val": len(val), "n_test": len(test), "seeds": params.seeds}
+    metrics["comparisons"] = scale_comparisons(metrics)  # paired by seed, 95% t intervals
     write_json(paths.METRICS / "pretraining_scale.json", metrics)
     write_text(paths.PLOTS / "pretraining_scale.csv", scale_csv(metrics))
     plot_pretraining_scale(metrics)

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline.config import load_params
-from pipeline.errors import UserError, stage_main
+from pipeline.errors import UserError, stage_main, tool_parser
 from pipeline.files import write_text
 from pipeline.tracking import tracking_uri
 
@@ -181,11 +181,7 @@ def report(experiment: str, uri: str, table: pd.DataFrame, summary: pd.DataFrame
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m pipeline.tools.compare",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = tool_parser("pipeline.tools.compare", __doc__)
     parser.add_argument("--ui", action="store_true", help=f"print the experiment's runs page at {UI} and exit")
     return parser.parse_args(argv)
 

@@ -13,36 +13,30 @@ import sys
 from pathlib import Path
 
 from pipeline.config import load_params
-from pipeline.errors import stage_main
+from pipeline.errors import stage_main, tool_parser
 from pipeline.runtime import resolve_runtime
 
 TIMES = Path("metrics/repro_time.json")
 
 
 def estimate_line(runtime_key: str, hardware: str, times: dict) -> str:
-    """One line: the measured time for this device and precision, or what is known instead."""
+    """One line: the measured time of a full run on this device and precision, or the settings that were timed.
+    Only measurements: a setting never timed says so."""
     measured = times.get("runs", {}).get(runtime_key)
     here = f"{runtime_key} ({hardware})"
     if measured is None:
         known = ", ".join(f"{key}: {value['minutes']:.0f} min" for key, value in times.get("runs", {}).items())
-        estimated = times.get("estimates", {}).get(runtime_key)
-        if estimated is not None:
-            return (f"dvc repro from scratch runs in {here}: about {estimated['minutes']:.0f} min, estimated "
-                    f"({estimated['basis']}); no full run was timed in that setting ({known})")  # fmt: skip
         return f"dvc repro from scratch runs in {here}; no full run was timed in that setting ({known})"
+    protocol = f" under {measured['protocol']}" if measured.get("protocol") else ""
     return (
         f"dvc repro from scratch runs in {here}: about {measured['minutes']:.0f} min, measured on "
-        f"{measured['machine']}; stages already up to date are skipped"
+        f"{measured['machine']}{protocol}; stages already up to date are skipped"
     )
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """No options: ``--help`` prints this module's docstring."""
-    parser = argparse.ArgumentParser(
-        prog="python -m pipeline.tools.estimate",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = tool_parser("pipeline.tools.estimate", __doc__)
     return parser.parse_args(argv)
 
 

@@ -23,7 +23,7 @@ import tarfile
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from pipeline.errors import UserError, stage_main
+from pipeline.errors import UserError, stage_main, tool_parser
 from pipeline.fetch import download
 from pipeline.files import write_text
 
@@ -139,9 +139,7 @@ def render(revisions: list[str], dvc: str = "dvc", template: Path = TEMPLATE) ->
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m pipeline.tools.plots", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = tool_parser("pipeline.tools.plots", __doc__)
     parser.add_argument("revisions", nargs="*", metavar="REV", help="git revisions or dvc experiments to overlay")
     parser.add_argument("--rebuild", action="store_true", help=f"build {TEMPLATE} again from npm first")
     parser.add_argument("--check", action="store_true", help="count the plots headless Chromium draws, offline")

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+from pathlib import Path
 
 from pipeline import paths
-from pipeline.errors import UserError, stage_main
+from pipeline.errors import UserError, stage_main, tool_parser
+from pipeline.files import write_text
 from pipeline.plotting import LABELS
 
 VARIANTS = {
@@ -79,12 +82,14 @@ def curve_table(curve: dict) -> str:
 
 
 def runs_table(curve: dict) -> str:
-    """What the validation rule did: each trained arm's chosen lr, best step / steps run (mean over seeds) and
-    final train loss; each probe's ridge."""
+    """What the validation rule did: each trained arm's chosen lr (``*`` where it is an end of the grid), kept
+    step / steps run / budget (mean over seeds), runs stopped by the cap, and the kept weights' train loss;
+    each probe's ridges (``*`` at an end of the grid)."""
     trained = [arm for arm in TABLE_ORDER if arm in curve["runs"] and "lr" in next(iter(curve["runs"][arm].values()))]
     probes = [arm for arm in TABLE_ORDER if arm in curve["runs"] and arm not in trained]
     lines = [
-        "| per class | " + " | ".join(f"{LABELS[arm]}: lr, best / last step, train loss" for arm in trained)
+        "| per class | " + " | ".join(f"{LABELS[arm]}: lr, kept / last step of budget, at cap, train loss"
+                                     for arm in trained)
         + " | " + " | ".join(f"{LABELS[arm]}: ridge" for arm in probes) + " |",
         "|---" * (len(trained) + len(probes) + 1) + "|",
     ]  # fmt: skip
@@ -92,10 +97,38 @@ def runs_table(curve: dict) -> str:
         cells = []
         for arm in trained:
             run = curve["runs"][arm][size]
-            cells.append(f"{run['lr']:g}, {run['best_step']['mean']:.0f} / {run['steps']['mean']:.0f}, "
-                         f"{run['train_loss']['mean']:.3f}")  # fmt: skip
-        cells += [", ".join(f"{r:g}" for r in curve["runs"][arm][size].get("reg", [])) for arm in probes]
+            edge = "*" if run.get("lr_at_edge") else ""
+            steps = f"{run['best_step']['mean']:.0f} / {run['steps']['mean']:.0f} of {run.get('budget', '?')}"
+            cells.append(f"{run['lr']:g}{edge}, {steps}, {run['stopped_at_cap']}, {run['train_loss']['mean']:.3f}")
+        for arm in probes:
+            run = curve["runs"][arm][size]
+            edges = run.get("reg_at_edge", [""] * len(run.get("reg", [])))
+            cells.append(", ".join(f"{r:g}{'*' if e else ''}" for r, e in zip(run.get("reg", []), edges, strict=True)))
         lines.append(f"| {size} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def signed(value: float) -> str:
+    return f"{value:+.3f}"
+
+
+def comparisons_table(comparisons: dict) -> str:
+    """Every stated comparison at every size: the paired difference over seeds, its 95% t interval, the verdict
+    (ahead / behind where the interval excludes 0, level where it does not)."""
+    pairs = comparisons["curve"]
+    sizes = sorted({n for by_size in pairs.values() for n in by_size}, key=int)
+    lines = [
+        "| A - B (paired by seed) | " + " | ".join(f"{n} per class" for n in sizes) + " |",
+        "|---" * (len(sizes) + 1) + "|",
+    ]
+    for pair, by_size in pairs.items():
+        a, b = pair.split("-")
+        cells = []
+        for n in sizes:
+            d = by_size.get(n)
+            cells.append("" if d is None else f"{signed(d['mean'])} [{signed(d['low'])}, {signed(d['high'])}] "
+                                              f"{d['verdict']}")  # fmt: skip
+        lines.append(f"| {LABELS[a]} - {LABELS[b]} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -118,6 +151,65 @@ def ablation_table(ablation: dict) -> str:
     return "\n".join(lines)
 
 
+def readings(comparisons: dict) -> str:
+    """One generated sentence per stated comparison: at which sizes A is ahead of, level with or behind B (95%
+    paired t interval over the seeds), with the difference at each size. Hand-written prose cites these rather
+    than numbers of its own."""
+    lines = []
+    for pair, by_size in comparisons["curve"].items():
+        a, b = pair.split("-")
+        groups: dict[str, list[str]] = {"ahead": [], "level": [], "behind": []}
+        for n in sorted(by_size, key=int):
+            d = by_size[n]
+            groups[d["verdict"]].append(f"{n} ({signed(d['mean'])} [{signed(d['low'])}, {signed(d['high'])}])")
+        parts = [f"{verdict} at {', '.join(sizes)}" for verdict, sizes in groups.items() if sizes]
+        lines.append(f"- **{LABELS[a]}** against **{LABELS[b]}**: " + "; ".join(parts) + " per class.")
+    return "\n".join(lines)
+
+
+def pretraining_table(scale: dict) -> str:
+    """Few-shot test accuracy per pretraining size and shots, ViT against the small ResNet, with their pool test
+    accuracy; the pixel probe and the masked-patch ViT below."""
+    shots = sorted(scale["pixels"], key=int)
+    per = " / ".join(shots)
+    lines = [
+        f"| pretraining images | ViT: {per} per class | small ResNet: {per} per class | pool test accuracy: ViT / "
+        "ResNet |",
+        "|---|---|---|---|",
+    ]
+
+    def row(values: dict) -> str:
+        return " / ".join(f"{values[n]['mean']:.3f}" for n in shots)
+
+    for size in sorted(scale["vit"], key=int):
+        pool = scale["pool_test_acc"]
+        lines.append(f"| {int(size):,} | {row(scale['vit'][size])} | {row(scale['resnet'][size])} | "
+                     f"{pool['vit'][size]:.3f} / {pool['resnet'][size]:.3f} |")  # fmt: skip
+    lines.append(f"| pixels (no pretraining) | {row(scale['pixels'])} | | |")
+    for size, values in scale.get("vit_masked_patch", {}).items():
+        lines.append(f"| ViT, masked patch prediction, {int(size):,} unlabeled images | {row(values)} | | |")
+    comparisons = scale.get("comparisons", {})
+    if comparisons:
+        lines += ["", f"Paired by seed (A - B, 95% t interval): {per} shots per class", "",
+                  "| A - B | pretraining images | " + " | ".join(f"{n} shots" for n in shots) + " |",
+                  "|---|---|" + "---|" * len(shots)]  # fmt: skip
+        names = {"vit": "ViT", "resnet": "small ResNet", "pixels": "pixels", "vit_masked_patch": "masked-patch ViT"}
+        for pair, by_key in comparisons.items():
+            a, b = pair.split("-")
+            for size in sorted({key.split("/")[0] for key in by_key}, key=int):
+                cells = []
+                for n in shots:
+                    d = by_key[f"{size}/{n}"]
+                    cells.append(f"{signed(d['mean'])} [{signed(d['low'])}, {signed(d['high'])}] {d['verdict']}")
+                lines.append(f"| {names[a]} - {names[b]} | {int(size):,} | " + " | ".join(cells) + " |")
+    decision = scale.get("decision")
+    if decision:
+        lines += ["", f"Pre-registered masked-patch decision: {'GO' if decision['go'] else 'NO-GO'} (validation "
+                      f"{decision['masked_patch_val']:.3f} against the supervised ViT's "
+                      f"{decision['supervised_val']:.3f}; rule: {decision['rule']})."]  # fmt: skip
+    return "\n".join(lines)
+
+
 def read_metrics(name: str) -> dict:
     path = paths.METRICS / name
     if not path.is_file():
@@ -125,31 +217,76 @@ def read_metrics(name: str) -> dict:
     return json.loads(path.read_text())
 
 
+def generated_blocks() -> dict[str, str]:
+    """Every generated table, by the marker name it has in README.md and docs/results.md."""
+    metrics, curve = read_metrics("evaluate.json"), read_metrics("data_hunger.json")
+    ablation, comparisons = read_metrics("ablation.json"), read_metrics("comparisons.json")
+    return {
+        "headline": results_table(metrics),
+        "curve": (f"Test accuracy ({curve['n_test']} test images), mean ± std over {len(comparisons['seeds'])} seeds, "
+                  f"each seed its own nested subsets; trained arms chosen on {curve['n_val']} validation images.\n\n"
+                  + curve_table(curve)),
+        "comparisons": comparisons_table(comparisons),
+        "readings": readings(comparisons),
+        "pretraining": pretraining_table(read_metrics("pretraining_scale.json")),
+        "runs": runs_table(curve),
+        "ablation": (f"ViT from scratch on {ablation['n_train']} images, {ablation['epochs']} epochs at lr "
+                     f"{ablation['lr']:g}.\n\n" + ablation_table(ablation)),
+    }  # fmt: skip
+
+
+MARKER = re.compile(r"(<!-- generated: (\w+) -->\n)(.*?)(\n<!-- /generated: \2 -->)", re.DOTALL)
+DOCUMENTS = ("README.md", "docs/results.md")  # the files whose tables between markers `--write` regenerates
+
+
+def fill(text: str, blocks: dict[str, str]) -> str:
+    """``text`` with every ``<!-- generated: NAME -->`` ... ``<!-- /generated: NAME -->`` block replaced by
+    ``blocks[NAME]``.
+
+    Raises:
+        UserError: a marker names no known table.
+    """
+
+    def replace(match: re.Match) -> str:
+        name = match.group(2)
+        if name not in blocks:
+            raise UserError(f"unknown generated table {name!r}; known: {', '.join(sorted(blocks))}")
+        return match.group(1) + blocks[name] + match.group(4)
+
+    return MARKER.sub(replace, text)
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    """No options: ``--help`` prints this module's docstring."""
-    parser = argparse.ArgumentParser(
-        prog="python -m pipeline.tools.report",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    """``--write`` fills the README's and docs/results.md's generated tables; ``--check`` fails where they differ."""
+    parser = tool_parser("pipeline.tools.report", __doc__)
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--write", action="store_true", help="rewrite the tables between the markers in "
+                       + " and ".join(DOCUMENTS))  # fmt: skip
+    group.add_argument("--check", action="store_true", help="exit 1 where a committed table differs from the metrics")
     return parser.parse_args(argv)
 
 
 @stage_main
 def main() -> None:
-    parse_args(sys.argv[1:])
-    metrics = read_metrics("evaluate.json")
-    print(results_table(metrics))
-    curve = read_metrics("data_hunger.json")
-    print(f"\nData-hunger curve: test accuracy ({curve['n_test']} images), each seed its own subset, trained arms "
-          f"stopped on {curve['n_val']} validation images\n")  # fmt: skip
-    print(curve_table(curve))
-    print("\nThe validation rule's choices\n")
-    print(runs_table(curve))
-    ablation = read_metrics("ablation.json")
-    print(f"\nThe collapse, isolated: ViT from scratch on {ablation['n_train']} images, {ablation['epochs']} epochs at "
-          f"lr {ablation['lr']:g}\n")  # fmt: skip
-    print(ablation_table(ablation))
+    args = parse_args(sys.argv[1:])
+    blocks = generated_blocks()
+    if not (args.write or args.check):
+        for name, block in blocks.items():
+            print(f"<!-- generated: {name} -->\n{block}\n<!-- /generated: {name} -->\n")
+        return
+    stale = []
+    for document in map(Path, DOCUMENTS):
+        if not document.is_file():
+            continue
+        text = document.read_text()
+        filled = fill(text, blocks)
+        if filled != text:
+            stale.append(str(document))
+            if args.write:
+                write_text(document, filled)
+    if args.check and stale:
+        raise UserError(f"the generated tables in {', '.join(stale)} differ from metrics/; run `make results-write`")
+    print(("rewrote " if args.write else "up to date: ") + (", ".join(stale) or ", ".join(DOCUMENTS)))
 
 
 if __name__ == "__main__":

@@ -275,6 +275,10 @@ def test_push_then_fresh_clone_pulls_identical_results(paper_repo, tmp_path):
     lines = run([sys.executable, "-m", "pipeline.tools.predict", "photo.png"], clone, env).splitlines()
     assert any(line.startswith("photo.png: ") and all(c in line for c in CLASSES) for line in lines)
     assert "up to date" in run(["dvc", "status"], clone, env).lower()
+    # the models are DVC artifacts: `dvc artifacts get` fetches one from the repo's remote into any folder
+    fetched = tmp_path / "fetched"
+    run(["dvc", "artifacts", "get", str(repo), "vit-scratch", "-o", str(fetched)], tmp_path, env)
+    assert (fetched / "seed_0.pt").read_bytes() == (repo / "models/scratch/seed_0.pt").read_bytes()
 
 
 def test_plots_render_offline_and_overlay_two_revisions(paper_repo):

@@ -24,14 +24,14 @@ def test_an_untimed_setting_says_so_and_lists_what_was_timed():
     assert "no full run was timed in that setting (cpu fp32: 31 min)" in line
 
 
-def test_an_estimated_setting_says_it_is_an_estimate_and_its_basis():
-    times = {**TIMES, "estimates": {"cpu bf16": {"minutes": 24.6, "basis": "fp32 time x 0.39"}}}
-    line = estimate_line("cpu bf16", "AVX512-BF16", times)
-    assert line.startswith("dvc repro from scratch runs in cpu bf16 (AVX512-BF16): about 25 min, estimated (fp32 ")
-    assert line.endswith("no full run was timed in that setting (cpu fp32: 31 min)")
+def test_a_run_under_another_protocol_says_which():
+    times = {"runs": {"cpu fp32": {"minutes": 82.0, "machine": "a 2-core AVX2 EPYC", "protocol": "issue 11 (3 seeds)"}}}
+    line = estimate_line("cpu fp32", "AVX2, no native bf16", times)
+    assert "about 82 min, measured on a 2-core AVX2 EPYC under issue 11 (3 seeds);" in line
 
 
-def test_the_committed_times_cover_both_cpu_precisions():
+def test_the_committed_times_are_measurements_of_both_cpu_precisions():
     times = json.loads((REPO / "metrics" / "repro_time.json").read_text())
-    assert "cpu fp32" in times["runs"] and "cpu bf16" in {**times["runs"], **times.get("estimates", {})}
-    assert all(run["minutes"] > 0 and run["machine"] for run in times["runs"].values())
+    assert "estimates" not in times  # measured runs only
+    assert {"cpu fp32", "cpu bf16"} <= set(times["runs"])
+    assert all(run["minutes"] > 0 and run["machine"] and run["stage_seconds"] for run in times["runs"].values())

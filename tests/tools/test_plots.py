@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import shutil
 import subprocess
 import sys
@@ -136,3 +137,12 @@ def test_without_dvc_on_path_the_tool_says_how_to_get_it_in_one_line(tmp_path, m
         "or run `make install`"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_pretraining_scale_template_orders_its_facets_by_number():
+    """DVC hands the template CSV strings: faceted on the raw column, shots came out 10, 25, 5."""
+    template = json.loads((Path(__file__).resolve().parents[2] / ".dvc/plots/pretraining_scale.json").read_text())
+    (transform,) = template["transform"]
+    column = template["encoding"]["column"]
+    assert transform["calculate"] == "toNumber(datum.shots)" and column["field"] == transform["as"]
+    assert column["sort"] == "ascending"

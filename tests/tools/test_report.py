@@ -47,3 +47,43 @@ def test_ablation_table_keeps_the_variant_order_and_shows_the_weights_shrinking(
     assert rows[2].startswith("| `adamw` | AdamW, decay 0.3 decoupled") and "**0.500 ± 0.000**" in rows[2]
     assert rows[3].startswith("| `adam_l2` | Adam, decay 0.3 added to the gradient")
     assert rows[3].endswith("| 0.0600 -> 0.00080 | 0.0624 -> 0.00079 |")
+
+
+def test_fill_replaces_only_the_named_blocks_and_refuses_an_unknown_name():
+    import pytest
+
+    from pipeline.errors import UserError
+    from pipeline.tools.report import fill
+
+    text = "intro\n<!-- generated: curve -->\nold table\n<!-- /generated: curve -->\nafter 0.123\n"
+    assert fill(text, {"curve": "new table"}) == text.replace("old table", "new table")
+    with pytest.raises(UserError, match="unknown generated table 'curve'"):
+        fill(text, {"headline": "x"})
+
+
+def test_the_committed_readme_and_docs_tables_are_what_the_committed_metrics_give(monkeypatch):
+    """`make results-write` output, checked: a rerun that changes a metric fails here until the tables follow."""
+    import os
+
+    from pipeline.tools.report import DOCUMENTS, MARKER, fill, generated_blocks
+
+    os.chdir(REPO)
+    blocks = generated_blocks()
+    names = set()
+    for document in DOCUMENTS:
+        text = (REPO / document).read_text()
+        names |= {match.group(2) for match in MARKER.finditer(text)}
+        assert fill(text, blocks) == text, f"{document}: run `make results-write`"
+    assert names == set(blocks)  # every table is shown somewhere
+
+
+def test_readings_group_the_sizes_by_verdict():
+    from pipeline.tools.report import readings
+
+    d = {"mean": 0.05, "low": 0.01, "high": 0.09, "verdict": "ahead"}
+    level = {"mean": 0.01, "low": -0.02, "high": 0.04, "verdict": "level"}
+    line = readings({"curve": {"linear-scratch": {"10": d, "75": level, "25": d}}})
+    assert line == (
+        "- **pretrained ViT, frozen + linear head** against **ViT from scratch**: ahead at 10 (+0.050 "
+        "[+0.010, +0.090]), 25 (+0.050 [+0.010, +0.090]); level at 75 (+0.010 [-0.020, +0.040]) per class."
+    )

@@ -228,3 +228,51 @@ def test_a_missing_value_is_left_out_and_does_not_stop_tracking(tmp_path, monkey
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert [m.value for m in client.get_metric_history(tracker.run_id, "val_acc")] == [0.5, 0.75]
     assert client.get_run(tracker.run_id).info.status == "FINISHED"
+
+
+@pytest.mark.parametrize("server", ["refuses", "stalls"])
+def test_a_dead_or_stalled_tracking_server_costs_seconds_and_one_warning(server, tmp_path, monkeypatch, capsys):
+    """Without the user's own MLFLOW_HTTP_REQUEST_* settings, a server that refuses connections or accepts and
+    never answers turns tracking off within 15 s (MLflow's defaults: minutes), and the stage goes on."""
+    import socket
+    import time
+
+    from pipeline.tracking import HTTP_DEFAULTS, Tracker
+
+    for key in HTTP_DEFAULTS:
+        monkeypatch.delenv(key, raising=False)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    if server == "refuses":
+        listener.close()
+    else:
+        listener.listen(8)  # connections queue in the backlog and are never read or answered
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{port}")
+    monkeypatch.chdir(tmp_path)
+    started = time.monotonic()
+    try:
+        with Tracker("vit-dead", "run", {}, {}) as tracker, tracker.child("seed", {"seed": "0"}) as child:
+            child.log_metrics({"val_acc": 0.5}, step=1)
+    finally:
+        listener.close()
+    assert time.monotonic() - started < 15
+    assert tracker.failed and child.failed
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: MLflow")]
+    assert len(warnings) == 1 and "continuing without tracking" in warnings[0]
+
+
+def test_a_stage_run_records_system_metrics(tmp_path, monkeypatch):
+    import mlflow
+
+    from pipeline.tracking import Tracker
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL", "0.2")
+    import time
+
+    with Tracker("vit-system", "run", {}, {}) as tracker:
+        time.sleep(1.0)
+    metrics = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").get_run(tracker.run_id).data.metrics
+    assert "system/cpu_utilization_percentage" in metrics and "system/system_memory_usage_megabytes" in metrics
