@@ -352,6 +352,11 @@ class Params:
     def validate(self, key: str = "") -> None:
         _check(len(self.seeds) >= 1, "seeds", "must list at least one seed")
         _check(len(set(self.seeds)) == len(self.seeds), "seeds", "must not repeat a seed")
+        # torch.Generator.manual_seed takes 0 <= seed < 2^64, numpy's 0 <= seed < 2^32: the narrower range holds
+        for key, values in (("seeds", self.seeds), ("backbone.seed", [self.backbone.seed]),
+                            ("masked_patch.seed", [self.masked_patch.seed])):  # fmt: skip
+            _check(all(0 <= seed < 2**32 for seed in values), key,
+                   f"must be seeds from 0 to 4294967295 (numpy's range), got {values}")  # fmt: skip
         _check(self.masked_patch.decision_shots in self.pretraining_scale.shots, "masked_patch.decision_shots",
                f"must be one of pretraining_scale.shots {self.pretraining_scale.shots}, got "
                f"{self.masked_patch.decision_shots}")  # fmt: skip

@@ -284,7 +284,19 @@ def use_deterministic_algorithms() -> None:
 def torchrun_world() -> tuple[int, int, int]:
     """(rank, local rank, world size) from the environment torchrun sets; (0, 0, 1) outside torchrun."""
     env = os.environ
-    return int(env.get("RANK", 0)), int(env.get("LOCAL_RANK", 0)), int(env.get("WORLD_SIZE", 1))
+    try:
+        rank, local_rank, world_size = (int(env.get(k, d)) for k, d in (("RANK", 0), ("LOCAL_RANK", 0),
+                                                                        ("WORLD_SIZE", 1)))  # fmt: skip
+    except ValueError:
+        message = (f"RANK, LOCAL_RANK and WORLD_SIZE must be integers, got RANK={env.get('RANK')!r}, "
+                   f"WORLD_SIZE={env.get('WORLD_SIZE')!r}; unset them, or start the stage with torchrun")  # fmt: skip
+        raise UserError(message) from None
+    if world_size < 1 or not 0 <= rank < world_size or not 0 <= local_rank < world_size:
+        # a RANK left in the shell without WORLD_SIZE made a stage believe it was rank 1 of 1: it wrote nothing
+        raise UserError(f"the environment says RANK={rank}, LOCAL_RANK={local_rank}, WORLD_SIZE={world_size}, which "
+                        "no torchrun job has; unset RANK, LOCAL_RANK and WORLD_SIZE (`unset RANK LOCAL_RANK "
+                        "WORLD_SIZE`), or start the stage with torchrun")  # fmt: skip
+    return rank, local_rank, world_size
 
 
 DIST_TIMEOUT_S = 120  # a rank that waits this long for a dead peer gives up instead of hanging the job

@@ -172,3 +172,25 @@ def test_seed_everything_repeats_python_numpy_and_torch():
 
     assert draw(11) == draw(11)
     assert all(a != b for a, b in zip(draw(11), draw(12), strict=True))
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [({"RANK": "1"}, "RANK=1, LOCAL_RANK=0, WORLD_SIZE=1"), ({"RANK": "0", "WORLD_SIZE": "two"}, "must be integers")],
+)
+def test_an_inconsistent_torchrun_environment_is_refused_naming_the_fix(monkeypatch, env, message):
+    """A RANK left in the shell without WORLD_SIZE made evaluate believe it was rank 1 of 1 and write nothing."""
+    for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(UserError, match=message) as caught:
+        runtime_module.torchrun_world()
+    assert "unset RANK" in str(caught.value) or "unset them" in str(caught.value)
+
+
+def test_a_consistent_torchrun_environment_is_read():
+    import os
+
+    assert runtime_module.torchrun_world() == (int(os.environ.get("RANK", 0)), int(os.environ.get("LOCAL_RANK", 0)),
+                                               int(os.environ.get("WORLD_SIZE", 1)))  # fmt: skip
