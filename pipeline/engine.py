@@ -249,6 +249,8 @@ def better_score(record: dict, best: dict) -> bool:
     ties (300 validation images give accuracy in steps of 1/300, so ties are common)."""
     if not best:
         return True
+    if math.isnan(best["val_loss"]):  # never keep a NaN over a number (NaN compares false both ways)
+        return not math.isnan(record["val_loss"]) or record["val_acc"] > best["val_acc"]
     return (record["val_acc"], -record["val_loss"]) > (best["val_acc"], -best["val_loss"])
 
 
@@ -277,6 +279,11 @@ def train_until_plateau(
         # that all ranks stop at the same step
         record["val_loss"] = from_rank_zero(record["val_loss"], runtime)
         record["val_acc"] = from_rank_zero(record["val_acc"], runtime)
+        if not math.isfinite(record["val_loss"]):
+            raise NonFiniteLossError(
+                f"the validation loss became {record['val_loss']} at step {record['step']} while training went on; "
+                f"the model's outputs overflow (learning rate {recipe.lr}): lower the lr in params.yaml"
+            )
         if better_score(record, best):
             best.clear()
             best.update(record)

@@ -358,3 +358,21 @@ def test_a_run_scored_at_step_0_keeps_its_start_when_training_only_makes_it_wors
     )  # fmt: skip
     assert [r["step"] for r in history] == [0, 2, 4, 6]
     assert best["step"] == 0 and torch.equal(model.weight.detach(), start)
+
+
+def test_a_nan_validation_loss_stops_the_run_with_the_step_and_the_fix():
+    model = ScriptedValidation([0.5, math.nan])
+    recipe = Recipe(lr=0.1, batch_size=4, steps=100, optimizer="adam", weight_decay=0.0, schedule="none",
+                    warmup_fraction=0.0, grad_clip=0.0)  # fmt: skip
+    with pytest.raises(NonFiniteLossError, match=r"validation loss became nan at step 4.*lower the lr"):
+        train_until_plateau(
+            model, torch.zeros(8, 1), torch.zeros(8, dtype=torch.long), recipe, CPU, torch.Generator(),
+            val=(torch.zeros(3, 1), torch.zeros(3, dtype=torch.long)), stopping=Stopping(eval_every=2, patience=3),
+        )  # fmt: skip
+
+
+def test_a_nan_is_never_kept_over_a_number():
+    from pipeline.engine import better_score
+
+    assert better_score({"val_acc": 0.3, "val_loss": 1.2}, {"val_acc": 0.3, "val_loss": math.nan})
+    assert not better_score({"val_acc": 0.3, "val_loss": math.nan}, {"val_acc": 0.3, "val_loss": 1.2})
