@@ -235,7 +235,7 @@ def generated_blocks() -> dict[str, str]:
     }  # fmt: skip
 
 
-MARKER = re.compile(r"(<!-- generated: (\w+) -->\n)(.*?)(\n<!-- /generated: \2 -->)", re.DOTALL)
+MARKER = re.compile(r"(<!-- generated: (\w+) -->\n)(.*?)(<!-- /generated: \2 -->)", re.DOTALL)
 DOCUMENTS = ("README.md", "docs/results.md")  # the files whose tables between markers `--write` regenerates
 
 
@@ -251,7 +251,7 @@ def fill(text: str, blocks: dict[str, str]) -> str:
         name = match.group(2)
         if name not in blocks:
             raise UserError(f"unknown generated table {name!r}; known: {', '.join(sorted(blocks))}")
-        return match.group(1) + blocks[name] + match.group(4)
+        return match.group(1) + blocks[name] + "\n" + match.group(4)
 
     return MARKER.sub(replace, text)
 

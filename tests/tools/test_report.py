@@ -59,6 +59,8 @@ def test_fill_replaces_only_the_named_blocks_and_refuses_an_unknown_name():
     assert fill(text, {"curve": "new table"}) == text.replace("old table", "new table")
     with pytest.raises(UserError, match="unknown generated table 'curve'"):
         fill(text, {"headline": "x"})
+    empty = "<!-- generated: curve -->\n<!-- /generated: curve -->\n"  # a new document's markers
+    assert fill(empty, {"curve": "table"}) == "<!-- generated: curve -->\ntable\n<!-- /generated: curve -->\n"
 
 
 def test_the_committed_readme_and_docs_tables_are_what_the_committed_metrics_give(monkeypatch):
