@@ -275,7 +275,10 @@ def test_push_then_fresh_clone_pulls_identical_results(paper_repo, tmp_path):
     lines = run([sys.executable, "-m", "pipeline.tools.predict", "photo.png"], clone, env).splitlines()
     assert any(line.startswith("photo.png: ") and all(c in line for c in CLASSES) for line in lines)
     assert "up to date" in run(["dvc", "status"], clone, env).lower()
-    # the models are DVC artifacts: `dvc artifacts get` fetches one from the repo's remote into any folder
+    # the models are DVC artifacts: a version registered as a git tag (GTO's `name@vX.Y.Z`, what `dvc artifacts
+    # get` and Studio's registry read), then `dvc artifacts get` fetches it from the repo's remote into any folder
+    run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "tag", "-a", "vit-scratch@v1.0.0", "-m",
+         "Registering artifact vit-scratch version v1.0.0"], repo, env)  # fmt: skip
     fetched = tmp_path / "fetched"
     run(["dvc", "artifacts", "get", str(repo), "vit-scratch", "-o", str(fetched)], tmp_path, env)
     assert (fetched / "seed_0.pt").read_bytes() == (repo / "models/scratch/seed_0.pt").read_bytes()
