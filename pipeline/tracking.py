@@ -191,8 +191,6 @@ def provenance() -> dict[str, str]:
 def quiet_mlflow_logs() -> None:
     """MLflow and alembic announce every store set-up at INFO ("Creating initial MLflow database tables..."):
     keep stage output to the stage's own lines."""
-    import logging
-
     for name in ("mlflow", "alembic"):
         logging.getLogger(name).setLevel(logging.WARNING)
 
@@ -328,7 +326,8 @@ class Tracker:
             self._fail("log_input", error)
 
     def log_model(self, model, input_example, name: str = "model") -> None:
-        """``model`` as an MLflow PyTorch model with a signature inferred from ``input_example`` (a batch)."""
+        """``model`` as an MLflow PyTorch model in the pt2 format (``torch.export``, its batch size free), with a
+        signature inferred from ``input_example`` (a batch)."""
         if self.client is None:
             return
         try:
@@ -342,10 +341,11 @@ class Tracker:
                 with torch.inference_mode():
                     output = model(example).float().numpy()
                 signature = mlflow.models.infer_signature(example.numpy(), output)
-                logging.getLogger("mlflow.pytorch").setLevel(logging.ERROR)  # its pickle warning: see below
                 with mlflow.start_run(run_id=self.run_id):
-                    # pickle: our ViT loads back as itself in this project's environment (pt2 would trace it)
-                    mlflow.pytorch.log_model(model, name=name, signature=signature, serialization_format="pickle",
+                    # pt2 (torch.export): a graph and raw tensors, so the model loads with torch alone, without
+                    # this project on the path and without unpickling a class (the pickle format needs both)
+                    mlflow.pytorch.log_model(model, name=name, signature=signature, serialization_format="pt2",
+                                             input_example=example.numpy(),
                                              pip_requirements=MODEL_REQUIREMENTS)  # fmt: skip
         except Exception as error:
             self._fail("log_model", error)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 from helpers import raw_params
+from project_copy import clean_env
 
 from pipeline.config import parse_params
 
@@ -185,9 +188,26 @@ def test_a_stage_run_holds_one_child_per_seed_with_its_own_params_a_model_and_th
     (dataset,) = parent.inputs.dataset_inputs
     assert dataset.dataset.digest == "0123456789abcdef0123456789abcdef.dir"[:36]
     assert [a.path for a in client.list_artifacts(parent.info.run_id, "history")] == ["history/history.csv"]
-    loaded = mlflow.pytorch.load_model(f"runs:/{runs['train_scratch-seed0'].info.run_id}/model")
-    example = torch.randn(2, 3, 32, 32)
-    assert torch.equal(loaded(example), model.eval()(example))
+    model_uri = f"runs:/{runs['train_scratch-seed0'].info.run_id}/model"
+    example = torch.randn(5, 3, 32, 32)  # another batch size than the logged example's
+    torch.save(example, tmp_path / "example.pt")
+    # loaded where `pipeline` cannot be imported: the model is a graph, not a pickled class of this project
+    loader = f"""
+import sys
+class NoProject:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "pipeline":
+            raise ImportError("the project is not on the path")
+sys.meta_path.insert(0, NoProject())
+import mlflow, torch
+mlflow.set_tracking_uri({uri!r})
+model = mlflow.pytorch.load_model({model_uri!r})
+torch.save(model(torch.load({str(tmp_path / "example.pt")!r})), {str(tmp_path / "logits.pt")!r})
+"""
+    subprocess.run([sys.executable, "-c", loader], cwd=tmp_path, check=True, env=clean_env())
+    assert torch.equal(torch.load(tmp_path / "logits.pt"), model.eval()(example))
+    files = {a.path for a in client.list_artifacts(runs["train_scratch-seed0"].info.run_id, "model/data")}
+    assert files == {"model/data/model.pt2"}  # the exported program only: no pickled model or pickle module
     signature = mlflow.models.get_model_info(f"runs:/{runs['train_scratch-seed0'].info.run_id}/model").signature
     assert signature.inputs.to_dict()[0]["tensor-spec"]["shape"] in ([-1, 3, 32, 32], (-1, 3, 32, 32))
 
