@@ -121,12 +121,16 @@ def summarise(results: dict[int, Evaluation], labels: torch.Tensor, classes: lis
 
 def predictions_csv(labels: torch.Tensor, predictions: dict[int, torch.Tensor], classes: list[str]) -> str:
     """One row per test image and seed (``seed,actual,predicted``): DVC's confusion template counts rows, so
-    its matrix sums the seeds, as plots/confusion.png does."""
+    its matrix sums the seeds, as plots/confusion.png does. Classes are written as ``<number> <name>`` (``1
+    Pullover``), numbered from 1 in class order and zero-padded, because the template sorts them as text: so its
+    axes keep the class order of plots/confusion.png."""
+    width = len(str(len(classes)))
+    names = [f"{i + 1:0{width}d} {name}" for i, name in enumerate(classes)]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["seed", "actual", "predicted"])
     for seed, predicted in predictions.items():
-        writer.writerows((seed, classes[int(a)], classes[int(p)]) for a, p in zip(labels, predicted, strict=True))
+        writer.writerows((seed, names[int(a)], names[int(p)]) for a, p in zip(labels, predicted, strict=True))
     return buffer.getvalue()
 
 

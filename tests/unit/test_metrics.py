@@ -72,3 +72,23 @@ def test_curve_comparisons_pair_every_stated_pair_at_every_shared_size():
     result = curve_comparisons(curve)
     assert set(result) == {f"{a}-{b}" for a, b in COMPARISONS}
     assert all(set(by_size) == {"10", "25"} and by_size["10"]["mean"] == 0 for by_size in result.values())
+
+
+def test_predictions_csv_numbers_classes_so_a_text_sort_keeps_class_order():
+    """DVC's confusion template sorts its axes as text: ``Shirt, Coat, Pullover`` would come out alphabetical,
+    the numbered names keep the class order (and stay in order past nine classes)."""
+    from pipeline.metrics import predictions_csv
+
+    classes = ["Shirt", "Coat", "Pullover"]
+    text = predictions_csv(torch.tensor([0, 2]), {0: torch.tensor([1, 2]), 3: torch.tensor([0, 0])}, classes)
+    assert text.splitlines() == [
+        "seed,actual,predicted",
+        "0,1 Shirt,2 Coat",
+        "0,3 Pullover,3 Pullover",
+        "3,1 Shirt,1 Shirt",
+        "3,3 Pullover,1 Shirt",
+    ]
+    many = [f"c{i}" for i in range(12)]
+    rows = predictions_csv(torch.arange(12), {0: torch.arange(12)}, many).splitlines()[1:]
+    actual = [row.split(",")[1] for row in rows]
+    assert sorted(actual) == actual and actual[0] == "01 c0" and actual[-1] == "12 c11"
