@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -12,6 +13,8 @@ from torch import nn
 
 from pipeline.errors import UserError
 from pipeline.runtime import Runtime
+
+log = logging.getLogger(__name__)
 
 # Turns a batch of stored inputs (uint8 images or float features) into model inputs.
 PrepareBatch = Callable[[torch.Tensor, bool, torch.Generator], torch.Tensor]
@@ -224,6 +227,10 @@ def train(
                     result = evaluate(model, eval_inputs, eval_labels, runtime, eval_batch_size, prepare)
                     record.update({f"{name}_loss": result.loss, f"{name}_acc": result.accuracy})
                 history.append(record)
+                log.debug(
+                    f"{description} step {step}/{recipe.steps}: "
+                    + ", ".join(f"{k} {v:.4f}" for k, v in record.items() if k not in ("epoch", "step"))
+                )
                 loss_sum.zero_()
                 correct.zero_()
                 seen = 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import errno
 import functools
+import logging
 import os
 import sys
 import time
@@ -61,7 +62,8 @@ def _leave_process_group() -> None:
 
 
 def stage_main(main: Callable[[], None]) -> Callable[[], None]:
-    """Wraps a stage's ``main`` so a :class:`UserError` prints one line and exits with status 1.
+    """Wraps a stage's ``main``: sets up its log (:mod:`pipeline.logs`), and a :class:`UserError` prints one line
+    (whatever the log level) and exits with status 1.
 
     Set ``PIPELINE_DEBUG=1`` to see the full traceback instead.
     """
@@ -74,6 +76,9 @@ def stage_main(main: Callable[[], None]) -> Callable[[], None]:
         started = time.perf_counter()
         _say_why_when_torchrun_stops_us(stage)
         try:
+            from pipeline.logs import setup_logging  # lazily: pipeline.logs imports this module
+
+            setup_logging()
             main()
         except UserError as error:
             if os.environ.get("PIPELINE_DEBUG"):
@@ -102,7 +107,7 @@ def stage_main(main: Callable[[], None]) -> Callable[[], None]:
             )
             raise SystemExit(1) from None
         _leave_process_group()
-        print(f"stage {stage} finished in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        logging.getLogger("pipeline.stages").info(f"stage {stage} finished in {time.perf_counter() - started:.1f} s")
 
     return wrapper
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import sys
+import logging
 import zlib
 from pathlib import Path
 
@@ -28,6 +28,8 @@ from pipeline.data import (
 from pipeline.errors import UserError
 from pipeline.fetch import CHUNK, Unreachable, byte_size, describe_error, transfer
 from pipeline.files import atomic_dir, file_sha256
+
+log = logging.getLogger(__name__)
 
 FASHION_MNIST_FILES: dict[str, str] = {
     # sha256 of the UNCOMPRESSED IDX bytes: Debian re-gzipped the files, so their .gz differ from upstream's.
@@ -181,7 +183,7 @@ def _obtain_one(
         )
         if not mirror:
             raise UserError(f"{debian_problem}; reinstall the package: {_DEBIAN_REINSTALL}")
-        print(f"warning: {debian_problem}; trying torchvision's mirrors instead", file=sys.stderr)
+        log.warning(f"{debian_problem}; trying torchvision's mirrors instead")
     elif not mirror:
         raise UserError(_no_source(name, debian_dir, mirror, []))
 

@@ -3,6 +3,7 @@ loading it frozen for the arms that build on it."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import torch
@@ -18,6 +19,8 @@ from pipeline.files import load_tensors
 from pipeline.model import ViT, state_dict_mismatch, vit_config
 from pipeline.runtime import Runtime, seed_everything
 from pipeline.tracking import Tracker
+
+log = logging.getLogger(__name__)
 
 
 def pretrain(
@@ -61,7 +64,7 @@ def train_on_pool(
         # the pool's seven classes, not the target task: named apart from the arms' test_acc in MLflow
         pool = {k.replace("test_", "pool_test_"): v for k, v in record.items() if k not in ("epoch", "step")}
         tracker.log_metrics(pool, step=record["epoch"])
-        print(
+        log.info(
             f"{description} epoch {record['epoch']}: "
             + ", ".join(f"{k} {v:.4f}" for k, v in record.items() if k not in ("epoch", "step"))
         )

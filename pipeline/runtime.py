@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import os
 import platform
 import random
@@ -28,6 +29,8 @@ import torch
 
 from pipeline.config import RuntimeConfig
 from pipeline.errors import UserError
+
+log = logging.getLogger(__name__)
 
 # bf16 must make the probe's training step at least this much faster than fp32 to be chosen by ``auto``: a
 # margin over the probe's run-to-run noise (a few per cent), so that the choice is never a coin toss.
@@ -219,12 +222,11 @@ def describe_cpu() -> str:
 def _warn_slow_bf16() -> None:
     # two timed steps: on an emulating CPU a bf16 step of the offline ViT takes about a second
     speedup = bf16_step_speedup(reps=2) if not cpu_bf16_features() else bf16_step_speedup()
-    print(
-        f"warning: runtime.precision is bf16 but bf16 is not faster on this CPU ({cpu_capability()}, features: "
+    log.warning(
+        f"runtime.precision is bf16 but bf16 is not faster on this CPU ({cpu_capability()}, features: "
         f"{'+'.join(cpu_bf16_features()) or 'no avx512_bf16/amx_bf16'}): a training step of the offline ViT ran "
         f"{1 / max(speedup, 1e-9):.2f}x as long as in fp32 here; set runtime.precision: auto (or fp32) in "
-        "params.yaml",
-        file=sys.stderr,
+        "params.yaml"
     )
 
 

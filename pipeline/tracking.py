@@ -28,6 +28,8 @@ import torch
 
 from pipeline.files import is_main_process, process_alive
 
+log = logging.getLogger(__name__)
+
 
 def repo_root() -> Path:
     return Path(os.environ.get("DVC_ROOT") or Path.cwd()).resolve()
@@ -225,9 +227,7 @@ class Tracker:
         message = (
             f"MLflow {action} failed ({type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''})"
         )
-        print(
-            f"warning: {message}; continuing without tracking (metrics/*.json still record this run)", file=sys.stderr
-        )
+        log.warning(f"{message}; continuing without tracking (metrics/*.json still record this run)")
         self.client = None
         self.failed = True
 

@@ -19,3 +19,6 @@ def pytest_configure(config):
     running two workers would record a contended measurement there for the user's next `make repro`. Tests and
     the stage processes they start keep theirs in a folder of their own."""
     os.environ.setdefault("PIPELINE_CACHE_DIR", tempfile.mkdtemp(prefix="vit-probe-cache-"))
+    from pipeline.logs import setup_logging
+
+    setup_logging()  # library calls outside a stage log as a stage does ("warning: ..." on stderr)

@@ -23,6 +23,7 @@ from pipeline.curve import seed_subset, sweep_train_set, val_set
 from pipeline.data import load_split
 from pipeline.errors import stage_main
 from pipeline.files import write_json, write_text
+from pipeline.logs import stage_log as log
 from pipeline.metrics import spread
 from pipeline.plotting import SERIES, epochs_csv
 from pipeline.runtime import resolve_runtime
@@ -51,7 +52,7 @@ def run_ablation(params: Params) -> tuple[dict, dict]:
                     tracker.log_metrics({**run, "final_test_acc": run["test_acc"]})
                 runs.append(run)
                 histories.append(history)
-                print(f"ablation {variant}, seed {seed}: test_acc {run['test_acc']:.4f}, collapse "
+                log.info(f"ablation {variant}, seed {seed}: test_acc {run['test_acc']:.4f}, collapse "
                       f"{run['collapse']:.2f}, weight RMS {run['weight_rms_initial']:.4f} -> "
                       f"{run['weight_rms']:.5f}")  # fmt: skip
             variants[variant] = {key: spread([run[key] for run in runs]) for key in runs[0]}
@@ -76,7 +77,7 @@ def main() -> None:
     write_text(paths.PLOTS / "ablation.csv", epochs_csv(epochs))
     for variant in summary["order"]:
         acc = summary["variants"][variant]["test_acc"]
-        print(f"ablation {variant}: test_acc {acc['mean']:.4f} ± {acc['std']:.4f}")
+        log.info(f"ablation {variant}: test_acc {acc['mean']:.4f} ± {acc['std']:.4f}")
 
 
 if __name__ == "__main__":

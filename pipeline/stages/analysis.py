@@ -17,6 +17,7 @@ from pipeline.config import load_params
 from pipeline.data import load_split
 from pipeline.errors import stage_main
 from pipeline.files import write_json
+from pipeline.logs import stage_log as log
 from pipeline.metrics import numeric_leaves
 from pipeline.plotting import plot_attention, plot_position_similarity
 from pipeline.runtime import resolve_runtime
@@ -53,11 +54,11 @@ def main() -> None:
             tracker.log_artifact(paths.PLOTS / name)
     for key in ("train_size", "other_size"):
         acc = resolution[key]["test_acc"]
-        print(
+        log.info(
             f"analysis: linear probe at {resolution[key]['size']}px: test accuracy {acc['mean']:.4f} ± "
             f"{acc['std']:.4f} over seeds {params.seeds}"
         )
-    print(
+    log.info(
         f"analysis: wrote attention.png, position_similarity.png to {paths.PLOTS}/ and {paths.METRICS}/resolution.json"
     )
 

@@ -14,6 +14,7 @@ from pipeline.config import load_params
 from pipeline.errors import stage_main
 from pipeline.files import save_tensors, write_json, write_text
 from pipeline.history import POOL_FIELDS, history_csv
+from pipeline.logs import stage_log as log
 from pipeline.pretraining import pretrain, torchvision_weights
 from pipeline.runtime import resolve_runtime
 from pipeline.tracking import stage_tracker
@@ -33,7 +34,7 @@ def main() -> None:
     save_tensors(paths.BACKBONE, state)
     write_text(paths.HISTORY / "backbone.csv", history_csv(history, POOL_FIELDS))
     write_json(paths.METRICS / "backbone.json", summary)
-    print(f"backbone: {summary['source']}, {summary['params']:,} parameters, {time.time() - started:.0f} s")
+    log.info(f"backbone: {summary['source']}, {summary['params']:,} parameters, {time.time() - started:.0f} s")
 
 
 if __name__ == "__main__":

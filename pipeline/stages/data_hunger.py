@@ -27,6 +27,7 @@ from pipeline.curve import (
 from pipeline.data import load_split
 from pipeline.errors import UserError, stage_main
 from pipeline.files import write_json, write_text
+from pipeline.logs import stage_log as log
 from pipeline.metrics import curve_comparisons
 from pipeline.plotting import plot_data_hunger, plot_validation
 from pipeline.tracking import stage_tracker
@@ -63,7 +64,7 @@ def main() -> None:
         tracker.log_artifact(paths.PLOTS / "validation.png")
     for arm in ARMS:
         row = ", ".join(f"{n}: {v['mean']:.3f}" for n, v in metrics[arm].items())
-        print(f"data_hunger {arm}: {row}")
+        log.info(f"data_hunger {arm}: {row}")
 
 
 if __name__ == "__main__":

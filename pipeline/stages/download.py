@@ -12,6 +12,7 @@ from pipeline.errors import UserError, stage_main
 from pipeline.fashion_mnist import obtain_fashion_mnist
 from pipeline.fetch import download, safe_extract_zip
 from pipeline.files import atomic_dir
+from pipeline.logs import stage_log as log
 
 
 def find_split_root(folder: Path) -> Path:
@@ -61,7 +62,7 @@ def main() -> None:
         )
     else:
         where = obtain_image_folder(params.paper, paths.RAW / "images", paths.DOWNLOADS)
-    print(f"download: {params.preset} dataset ready in {where}")
+    log.info(f"download: {params.preset} dataset ready in {where}")
 
 
 if __name__ == "__main__":

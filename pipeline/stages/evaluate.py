@@ -17,6 +17,7 @@ from pipeline.data import load_split
 from pipeline.engine import count_parameters
 from pipeline.errors import stage_main
 from pipeline.files import read_json, write_json, write_text
+from pipeline.logs import stage_log as log
 from pipeline.metrics import confusion, numeric_leaves, predictions_csv, summarise
 from pipeline.runtime import resolve_runtime
 from pipeline.tracking import stage_tracker
@@ -60,8 +61,8 @@ def main() -> None:
         tracker.log_artifact(paths.CONFUSION, "confusion")
     for arm in paths.HEADLINE_VIEWS:
         acc = metrics[arm]["test_acc"]
-        print(f"evaluate: {arm} test accuracy {acc['mean']:.4f} ± {acc['std']:.4f} over seeds {params.seeds}")
-    print(f"evaluate: baselines {metrics['baselines']}")
+        log.info(f"evaluate: {arm} test accuracy {acc['mean']:.4f} ± {acc['std']:.4f} over seeds {params.seeds}")
+    log.info(f"evaluate: baselines {metrics['baselines']}")
 
 
 if __name__ == "__main__":

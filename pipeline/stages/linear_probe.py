@@ -24,6 +24,7 @@ from pipeline.engine import Recipe, epoch_steps, extract_features, train
 from pipeline.errors import stage_main
 from pipeline.files import atomic_dir, file_sha256, save_tensors, write_json
 from pipeline.history import write_histories
+from pipeline.logs import stage_log as log
 from pipeline.pretraining import load_backbone
 from pipeline.runtime import resolve_runtime, seed_everything
 from pipeline.tracking import stage_tracker
@@ -56,7 +57,7 @@ def main() -> None:
                     tracker.log_metrics(
                         {k: v for k, v in record.items() if k not in ("epoch", "step")}, step=record["epoch"]
                     )
-                    print(f"linear seed {seed} epoch {record['epoch']}: val_acc {record['val_acc']:.4f}")
+                    log.info(f"linear seed {seed} epoch {record['epoch']}: val_acc {record['val_acc']:.4f}")
 
                 histories[seed] = train(
                     head, train_features, train_set.labels, recipe, runtime, generator,

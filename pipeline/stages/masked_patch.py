@@ -17,6 +17,7 @@ from pipeline.data import ImageSet, load_split
 from pipeline.engine import count_parameters
 from pipeline.errors import UserError, stage_main
 from pipeline.files import save_tensors, write_json
+from pipeline.logs import stage_log as log
 from pipeline.masked_patch import MaskedPatchModel, pretrain_masked_patch
 from pipeline.model import ViT, vit_config
 from pipeline.runtime import resolve_runtime, seed_everything
@@ -47,8 +48,8 @@ def main() -> None:
 
         def report(record: dict) -> None:
             tracker.log_metrics({k: v for k, v in record.items() if k != "epoch"}, step=record["epoch"])
-            print(f"masked_patch epoch {record['epoch']}: loss {record['train_loss']:.4f}, "
-                  f"patch accuracy {record['patch_acc']:.4f}")  # fmt: skip
+            log.info(f"masked_patch epoch {record['epoch']}: loss {record['train_loss']:.4f}, "
+                     f"patch accuracy {record['patch_acc']:.4f}")  # fmt: skip
 
         history = pretrain_masked_patch(model, unlabeled, cfg, runtime, generator, report)
         trunk = Trunk(vit.eval())
@@ -62,7 +63,7 @@ def main() -> None:
     write_json(OUTPUT, {"arch": "vit_masked_patch", "n_pretrain": len(unlabeled), "epochs": cfg.epochs,
                         "trained_parameters": count_parameters(model), "history": history, "few_shot": result,
                         "runtime": runtime.describe()})  # fmt: skip
-    print("masked_patch few-shot: " + ", ".join(f"{n}/class {r['mean']:.3f}" for n, r in result.items()))
+    log.info("masked_patch few-shot: " + ", ".join(f"{n}/class {r['mean']:.3f}" for n, r in result.items()))
 
 
 if __name__ == "__main__":

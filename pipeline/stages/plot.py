@@ -8,6 +8,7 @@ import json
 from pipeline import paths
 from pipeline.errors import UserError, stage_main
 from pipeline.history import read_history
+from pipeline.logs import stage_log as log
 from pipeline.plotting import (
     plot_ablation,
     plot_comparison,
@@ -42,7 +43,7 @@ def main() -> None:
     plot_comparison(plt, metrics)
     plot_size(plt, metrics)
     plot_ablation(plt, ablation, series)
-    print(
+    log.info(
         f"plot: wrote curves.png, confusion.png, comparison.png, size_vs_accuracy.png, ablation.png to {paths.PLOTS}/"
     )
 

@@ -22,6 +22,7 @@ from pipeline.data import paper_views, prepare_image_folder
 from pipeline.errors import stage_main
 from pipeline.fashion_mnist import prepare_offline
 from pipeline.files import atomic_dir, write_json, write_text
+from pipeline.logs import stage_log as log
 from pipeline.model import vit_config
 
 
@@ -50,7 +51,7 @@ def main() -> None:
         write_text(out / "manifest.csv", buffer.getvalue())
         info = {k: result[k] for k in ("classes", "pool_classes", "counts")}
         write_json(out / "info.json", {"preset": params.preset, **info})
-    print(f"prepare: {params.preset}, classes {result['classes']}, images per split {result['counts']}")
+    log.info(f"prepare: {params.preset}, classes {result['classes']}, images per split {result['counts']}")
 
 
 if __name__ == "__main__":

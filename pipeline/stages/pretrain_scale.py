@@ -21,6 +21,7 @@ from pipeline.data import load_split
 from pipeline.engine import count_parameters
 from pipeline.errors import UserError, stage_main
 from pipeline.files import write_json
+from pipeline.logs import stage_log as log
 from pipeline.pretraining import load_backbone, train_on_pool
 from pipeline.runtime import resolve_runtime, seed_everything
 from pipeline.scale import ARCHES, Trunk, build_backbone, features, few_shot
@@ -75,8 +76,8 @@ def main() -> None:
     summary = run_item(params, arch, point)
     write_json(OUTPUT / f"{arch}_{point}.json", summary)
     row = ", ".join(f"{n}/class {r['mean']:.3f}" for n, r in summary["few_shot"].items())
-    print(f"pretrain_scale {arch} on {summary['n_pretrain']} images: pool test {summary['pool_test_acc']:.3f}; "
-          f"few-shot {row}")  # fmt: skip
+    log.info(f"pretrain_scale {arch} on {summary['n_pretrain']} images: pool test {summary['pool_test_acc']:.3f}; "
+             f"few-shot {row}")  # fmt: skip
 
 
 if __name__ == "__main__":

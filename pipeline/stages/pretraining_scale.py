@@ -18,6 +18,7 @@ from pipeline.curve import sweep_train_set, val_set
 from pipeline.data import load_split
 from pipeline.errors import UserError, stage_main
 from pipeline.files import write_json, write_text
+from pipeline.logs import stage_log as log
 from pipeline.plotting import plot_pretraining_scale, save_note
 from pipeline.scale import ARCHES, few_shot, gather, scale_csv
 from pipeline.summary import scale_comparisons
@@ -61,8 +62,8 @@ def main() -> None:
         tracker.log_artifact(paths.METRICS / "pretraining_scale.json")
         tracker.log_artifact(paths.PLOTS / "pretraining_scale.png")
     decision = metrics["decision"]
-    print(f"pretraining_scale: masked patch {'GO' if decision['go'] else 'NO-GO'} (validation few-shot "
-          f"{decision['masked_patch_val']:.3f} vs supervised {decision['supervised_val']:.3f})")  # fmt: skip
+    log.info(f"pretraining_scale: masked patch {'GO' if decision['go'] else 'NO-GO'} (validation few-shot "
+             f"{decision['masked_patch_val']:.3f} vs supervised {decision['supervised_val']:.3f})")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from pipeline import paths
 from pipeline.arms import ARMS
 from pipeline.errors import stage_main
 from pipeline.files import read_json, write_json
+from pipeline.logs import stage_log as log
 from pipeline.summary import count_numbers, headline
 
 
@@ -20,7 +21,7 @@ def main() -> None:
     files = {name: read_json(paths.METRICS / f"{name}.json") for name in names}
     summary = headline(*files.values(), arms=ARMS)
     write_json(paths.METRICS / "summary.json", summary)
-    print(f"summary: {count_numbers(summary)} numbers in {paths.METRICS / 'summary.json'}")
+    log.info(f"summary: {count_numbers(summary)} numbers in {paths.METRICS / 'summary.json'}")
 
 
 if __name__ == "__main__":

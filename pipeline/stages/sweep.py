@@ -9,9 +9,8 @@ The protocol: each seed draws its own subset (:mod:`pipeline.curve`). A trained 
 every learning rate of its grid (``data_hunger.<arm>.lrs``), keeps the one with the best validation score
 (accuracy, then loss: ``engine.better_score``), and runs the other seeds at it; every run is scored at step 0
 and ``data_hunger.scores`` times over its budget, stops when the score stops improving (or at the cap) and
-keeps its best-validation weights. The probes choose their ridge on validation. The test set is
-scored once per run, at the end, and never chooses anything.
-"""
+keeps its best-validation weights. The probes choose their ridge on validation. The test set is scored once per
+run, at the end, and never chooses anything."""
 
 from __future__ import annotations
 
@@ -23,6 +22,7 @@ from pipeline.config import Params, load_params
 from pipeline.curve import point_path
 from pipeline.errors import UserError, stage_main
 from pipeline.files import write_json
+from pipeline.logs import stage_log as log
 from pipeline.runtime import resolve_runtime
 from pipeline.tracking import stage_tracker
 
@@ -54,8 +54,9 @@ def run_point(params: Params, arm: str, point: int) -> dict:
                 for record in result.get("curve", []):
                     tracker.log_metrics({k: v for k, v in record.items() if k != "step"}, step=record["step"])
                 tracker.log_metrics({k: float(result[k]) for k in PER_RUN if k in result})
-            print(f"{name}: val_acc {result['val_acc']:.4f}, best step {result.get('best_step', '-')} of "
-                  f"{result.get('steps', '-')}")  # fmt: skip
+            done = lrs.index(lr) + 1 if seed == first else len(lrs) + others.index(seed) + 1
+            log.info(f"{name} (run {done} of {len(lrs) + len(others)}): val_acc {result['val_acc']:.4f}, "
+                     f"best step {result.get('best_step', '-')} of {result.get('steps', '-')}")  # fmt: skip
             return result, tracker
 
         def keep(result: dict, tracker) -> dict:
@@ -90,7 +91,7 @@ def main() -> None:
     summary = run_point(params, arm, point)
     write_json(point_path(arm, point), summary)
     acc = summary["test_acc"]
-    print(f"sweep {arm} n={summary['n_train_per_class']}/class: test_acc {acc['mean']:.4f} ± {acc['std']:.4f}")
+    log.info(f"sweep {arm} n={summary['n_train_per_class']}/class: test_acc {acc['mean']:.4f} ± {acc['std']:.4f}")
 
 
 if __name__ == "__main__":

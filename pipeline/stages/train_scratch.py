@@ -22,6 +22,7 @@ from pipeline.engine import Recipe, epoch_steps, train
 from pipeline.errors import stage_main
 from pipeline.files import atomic_dir, save_tensors, write_json
 from pipeline.history import write_histories
+from pipeline.logs import stage_log as log
 from pipeline.model import ViT, vit_config
 from pipeline.runtime import Runtime, resolve_runtime, seed_everything
 from pipeline.tracking import Tracker, stage_tracker
@@ -42,7 +43,7 @@ def train_one_seed(
 
     def report(record: dict) -> None:
         tracker.log_metrics({k: v for k, v in record.items() if k not in ("epoch", "step")}, step=record["epoch"])
-        print(f"scratch seed {seed} epoch {record['epoch']}: val_acc {record['val_acc']:.4f}")
+        log.info(f"scratch seed {seed} epoch {record['epoch']}: val_acc {record['val_acc']:.4f}")
 
     history = train(
         model, train_set.images, train_set.labels, recipe, runtime, generator,
