@@ -209,13 +209,29 @@ def test_grad_clip_runs_and_limits_the_update():
     assert weight_change(1e6) == free
 
 
-def test_backbone_recipe_with_warmup_cosine_and_clipping_trains():
-    _, history = train_tiny(
-        seed=0,
-        recipe=recipe_for(14, 2, lr=2e-3, batch_size=4, optimizer="adamw", weight_decay=0.05, schedule="cosine",
-                          warmup_fraction=0.1, grad_clip=1.0),
-    )  # fmt: skip
-    assert all(math.isfinite(r["train_loss"]) and math.isfinite(r["test_loss"]) for r in history)
+def test_backbone_recipe_steps_at_the_scheduled_lr_with_clipping_and_decoupled_decay(monkeypatch):
+    """train wires the recipe in: every update runs at lr x lr_factor(step) (warmup, then cosine), clips to the
+    recipe's norm, and AdamW decays the weights apart from the gradient."""
+    import pipeline.engine as engine
+
+    recipe = recipe_for(14, 5, lr=2e-3, batch_size=4, optimizer="adamw", weight_decay=0.05, schedule="cosine",
+                        warmup_fraction=0.2, grad_clip=1.0)  # fmt: skip
+    seen: list[tuple[float, float, str]] = []
+    real_step = engine.optimizer_step
+
+    def recording_step(loss, optimizer, scheduler, parameters, grad_clip):
+        group = optimizer.param_groups[0]
+        seen.append((group["lr"], grad_clip, type(optimizer).__name__))
+        real_step(loss, optimizer, scheduler, parameters, grad_clip)
+
+    monkeypatch.setattr(engine, "optimizer_step", recording_step)
+    _, history = train_tiny(seed=0, recipe=recipe)
+    assert len(seen) == recipe.steps == 20
+    expected = [2e-3 * lr_factor(step, recipe.steps, recipe) for step in range(recipe.steps)]
+    assert [lr for lr, _, _ in seen] == pytest.approx(expected, rel=1e-12)
+    assert expected[0] < expected[3] == pytest.approx(2e-3) and expected[-1] < 2e-4  # warmup, then decay
+    assert {(clip, name) for _, clip, name in seen} == {(1.0, "AdamW")}
+    assert history[-1]["train_loss"] < history[0]["train_loss"]
 
 
 # --- the finetune equivalence (design claim of pipeline/stages/linear_probe.py) ---------------------

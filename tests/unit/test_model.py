@@ -289,6 +289,24 @@ def test_interpolated_position_embeddings_run_larger_images():
     assert torch.isfinite(logits).all()
 
 
+def test_interpolation_resamples_the_patch_grid_in_2d_row_major_order():
+    """Embeddings that vary down the rows of the 4x4 patch grid only (dimension 0: the row, 1: a constant) are
+    resampled to a 6x6 grid that varies down its rows only, increasing, and keeps the constant: a swapped or
+    flattened reshape would mix rows and columns."""
+    model = ViT(vit_config("tiny", num_classes=3))
+    rows = torch.arange(4.0).repeat_interleave(4)  # token t sits at row t // 4
+    with torch.no_grad():
+        model.encoder.pos_embedding.zero_()
+        model.encoder.pos_embedding[0, 1:, 0] = rows
+        model.encoder.pos_embedding[0, 1:, 1] = 0.7
+    model.interpolate_position_embeddings(48)
+    grid = model.encoder.pos_embedding.detach()[0, 1:].reshape(6, 6, -1)  # (row, column, dim)
+    torch.testing.assert_close(grid[:, :, 0], grid[:, :1, 0].expand(6, 6))  # constant along each row
+    assert (grid[1:, 0, 0] > grid[:-1, 0, 0]).all()  # increasing down the columns
+    torch.testing.assert_close(grid[:, :, 1], torch.full((6, 6), 0.7))
+    assert grid[:, :, 2:].abs().max() == 0
+
+
 def test_interpolating_to_the_same_size_keeps_the_embedding():
     torch.manual_seed(0)
     model = ViT(vit_config("tiny"))

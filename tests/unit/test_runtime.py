@@ -120,13 +120,15 @@ def test_the_detector_reads_flags_from_a_cpuinfo_file(tmp_path):
 
 
 def test_the_real_step_probe_is_stable_and_cached_across_processes(tmp_path, monkeypatch):
-    """The probe times real training steps (nothing patched): two measurements agree within 30%, and the answer
-    written to the cache is what a later process reads without measuring."""
+    """The probe times real training steps (nothing patched): two measurements agree within a factor of 2 even
+    beside another test worker (the old 256x256 matmul probe read 134x, then 1x, on one machine; this one read
+    1.27x, 1.28x and 1.29x on an idle Sapphire Rapids), and the answer written to the cache is what a later
+    process reads without measuring."""
     monkeypatch.setenv("PIPELINE_CACHE_DIR", str(tmp_path))
     first = runtime_module.measure_bf16_step_speedup(reps=3)
     second = runtime_module.measure_bf16_step_speedup(reps=3)
-    assert first > 0 and second > 0
-    assert 0.7 < first / second < 1.3
+    assert 0.02 < first < 50 and 0.02 < second < 50
+    assert 0.5 < first / second < 2
     runtime_module.bf16_step_speedup.cache_clear()
     try:
         measured = runtime_module.bf16_step_speedup(reps=3)
@@ -136,6 +138,27 @@ def test_the_real_step_probe_is_stable_and_cached_across_processes(tmp_path, mon
         assert runtime_module.bf16_step_speedup(reps=3) == pytest.approx(measured, rel=1e-3)
     finally:
         runtime_module.bf16_step_speedup.cache_clear()
+
+
+def test_the_probe_reports_fp32_time_over_bf16_time_as_medians(monkeypatch):
+    """A bf16 step that takes a quarter of the fp32 step's time reads about 4 (not 1/4), however the first,
+    warm-up steps went: the ratio's direction and the median, on steps of known length."""
+    import time
+
+    calls = {"fp32": 0, "bf16": 0}
+
+    def fake_step(precision: str):
+        def step() -> None:
+            calls[precision] += 1
+            slow_start = 0.2 if calls[precision] <= 2 else 0.0  # the two warm-up steps, slow and discarded
+            time.sleep(slow_start + (0.02 if precision == "fp32" else 0.005))
+
+        return step
+
+    monkeypatch.setattr(runtime_module, "probe_step", fake_step)
+    speedup = runtime_module.measure_bf16_step_speedup(reps=5)
+    assert calls == {"fp32": 7, "bf16": 7}
+    assert 2.5 < speedup < 4.5
 
 
 def test_the_probe_leaves_torch_random_state_untouched(tmp_path, monkeypatch):
