@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -46,6 +47,17 @@ def test_accuracy_at_a_new_size_uses_interpolated_embeddings_on_a_copy(project):
     backbone = pretraining.load_backbone(params.backbone_model_name, CPU, "supervised")
     before = backbone.encoder.pos_embedding.clone()
     heads = {0: nn.Linear(32, 3)}
+    torch.manual_seed(3)
+    heads = {0: nn.Linear(32, 3), 1: nn.Linear(32, 3)}
     result = attention.accuracy_at_size(backbone, heads, test_set, 48, CPU, 5)
-    assert result["size"] == 48 and 0 <= result["test_acc"]["mean"] <= 1
     assert torch.equal(backbone.encoder.pos_embedding, before) and backbone.config.image_size == 32
+    # the same numbers from whole models: an interpolated copy carrying each head, on the upsampled images
+    images = test_set.normalise(attention.resize_images(test_set.images, 48))
+    expected = []
+    for head in heads.values():
+        model = copy.deepcopy(backbone)
+        model.interpolate_position_embeddings(48)
+        model.heads.head = head
+        with torch.no_grad():
+            expected.append((model.eval()(images).argmax(1) == test_set.labels).sum().item() / len(images))
+    assert result["size"] == 48 and result["test_acc"]["per_seed"] == pytest.approx(expected, abs=1e-12)

@@ -7,6 +7,7 @@ written here. Nothing leaves the machine.
 
 from __future__ import annotations
 
+import csv
 import functools
 import hashlib
 import io
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import threading
 import zipfile
+from collections import Counter
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -159,7 +161,13 @@ def test_repro_runs_every_stage_and_writes_documented_metrics(paper_repo):
         assert len(acc["per_seed"]) == 2 and all(a * 9 == round(a * 9) for a in acc["per_seed"])  # out of 9
         assert abs(acc["mean"] - sum(acc["per_seed"]) / 2) < 1e-12
         assert set(metrics[arm]["per_class"]) == set(CLASSES)
-        assert 1 / 3 <= metrics[arm]["collapse"] <= 1
+        # collapse: the share of the most predicted class, per seed, from the predictions DVC plots
+        with open(repo / "plots/confusion" / f"{arm}.csv") as f:
+            predicted: dict[str, list[str]] = {}
+            for row in csv.DictReader(f):
+                predicted.setdefault(row["seed"], []).append(row["predicted"])
+        shares = [max(Counter(p).values()) / len(p) for p in predicted.values()]
+        assert len(shares) == 2 and metrics[arm]["collapse"] == pytest.approx(sum(shares) / 2)
         assert 0 < metrics[arm]["file_size_mb"]["head"] < metrics[arm]["file_size_mb"]["model"]
     assert metrics["linear"]["params"]["trainable"] == 32 * 3 + 3  # D * classes + bias: only the head
     assert metrics["scratch"]["params"]["trainable"] == metrics["scratch"]["params"]["total"]

@@ -111,6 +111,7 @@ def test_offline_preset_runs_on_a_small_idx_fixture(tmp_path):
     decision = scale["decision"]
     assert decision["go"] == (decision["masked_patch_val"] > decision["supervised_val"])
     assert decision["supervised_val"] == scale["vit"]["56"]["1"]["val"]["mean"]  # decision_shots 1 here
+    assert decision["masked_patch_val"] == scale["vit_masked_patch"]["74"]["1"]["val"]["mean"]
     rows = (repo / "plots/pretraining_scale.csv").read_text().splitlines()
     assert rows[0] == "arch,n_pretrain,shots,test_acc,test_acc_std" and len(rows) == 1 + (2 + 2 + 1 + 2) * 2
     assert (repo / "plots/pretraining_scale.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
