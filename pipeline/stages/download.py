@@ -39,7 +39,8 @@ def obtain_image_folder(config: PaperConfig, target: Path, downloads: Path) -> P
         list_image_folder(find_split_root(source))  # reject a bad layout before copying anything
         copy_tree_atomically(find_split_root(source), target)
         return target
-    archive = download(config.url, downloads / Path(config.url).name, config.sha256)
+    archive = download(config.url, downloads / Path(config.url).name, config.sha256,
+                       max_bytes=config.max_download_mb << 20, deadline_s=config.download_deadline_s)  # fmt: skip
     extracted = safe_extract_zip(
         archive, target.with_name(target.name + ".extracted"), max_bytes=config.max_extract_mb << 20
     )
