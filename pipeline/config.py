@@ -74,6 +74,8 @@ class PaperConfig:
     sha256: str
     folder: str
     max_extract_mb: int
+    max_download_mb: int  # the dataset's zip and the weights: refused over this
+    download_deadline_s: float  # every download, its retries included, ends by then
     model: str
     backbone_model: str
     weights_url: str
@@ -88,6 +90,8 @@ class PaperConfig:
         _check(re.fullmatch(r"[0-9a-f]{8,64}", self.weights_sha256) is not None, f"{key}.weights_sha256",
                "must be 8 to 64 lowercase hex digits (a sha256 or its prefix)")  # fmt: skip
         _check(self.max_extract_mb > 0, f"{key}.max_extract_mb", "must be positive")
+        _check(self.max_download_mb > 0, f"{key}.max_download_mb", "must be positive")
+        _check(0 < self.download_deadline_s < math.inf, f"{key}.download_deadline_s", "must be positive and finite")
         _check_model(self.model, f"{key}.model")
         _check_model(self.backbone_model, f"{key}.backbone_model")
 

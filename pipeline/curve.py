@@ -24,6 +24,15 @@ from pipeline.metrics import baselines as baselines_of
 
 TRAIN_ALL = paths.PREPARED / "train_all.pt"  # offline: every target-class training image (prepare stage)
 OUTPUT = paths.METRICS / "data_hunger"
+# The params.yaml keys of sizes that must not exceed what the data holds (require_per_class), with what each
+# draws from. SEED_ARMS_KEY: where Params.seed_arms_per_class comes from (paper preset: None, every image).
+SEED_ARMS_KEY, SHOTS_KEY = "offline.train_per_class", "pretraining_scale.shots"
+POOL_KEY = "pretraining_scale.pool_per_class"
+_DRAWN_FROM = {
+    SEED_ARMS_KEY: "left once validation.offline_per_class are held out",
+    SHOTS_KEY: "left once validation.offline_per_class are held out",
+    POOL_KEY: "in the pretraining pool",
+}
 
 
 def point_path(arm: str, point: int):
@@ -40,9 +49,33 @@ def val_set(view: str) -> ImageSet:
     return load_split(paths.prepared_split(view, "val"))
 
 
-def seed_subset(pool: ImageSet, per_class: int | None, seed: int) -> ImageSet:
-    """One seed's ``per_class`` images of each class from ``pool`` (None: all of it)."""
+def seed_subset(pool: ImageSet, per_class: int | None, seed: int, key: str | None = None) -> ImageSet:
+    """One seed's ``per_class`` images of each class from ``pool`` (None: all of it).
+
+    Args:
+        key: the params.yaml key ``per_class`` comes from; given, a class with fewer images is refused
+            (:func:`require_per_class`) instead of giving all it has.
+    """
+    if key is not None:
+        require_per_class(pool, per_class, key)
     return pool.subset(nested_indices(pool.labels, per_class, seed))
+
+
+def require_per_class(pool: ImageSet, per_class: int | None, key: str) -> None:
+    """Refuses a size ``pool`` cannot give: a smaller class would be clipped silently.
+
+    Raises:
+        UserError: a class of ``pool`` has fewer than ``per_class`` images; names ``key``, the class and its count.
+    """
+    if per_class is None:
+        return
+    counts = torch.bincount(pool.labels, minlength=len(pool.classes)).tolist()
+    smallest = min(range(len(counts)), key=counts.__getitem__)
+    if counts[smallest] < per_class:
+        raise UserError(
+            f"params.yaml: {key} asks for {per_class} images per class but class {pool.classes[smallest]!r} has only "
+            f"{counts[smallest]} {_DRAWN_FROM.get(key, 'to draw from')}; lower {key} to at most {counts[smallest]}"
+        )
 
 
 def sweep_sizes(cfg: DataHungerConfig, preset: str, labels: torch.Tensor, num_classes: int) -> list[int]:

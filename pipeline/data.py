@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -159,11 +160,63 @@ class ImageTooLargeError(UserError):
     """An image's header claims more pixels than ``images.max_pixels``."""
 
 
+class ImageShapeError(UserError):
+    """An image's header gives a side over :data:`MAX_ASPECT_RATIO` times the other."""
+
+
+# Formats decoded, identified by content whatever the file's name says: an EPS named .jpg would otherwise go to
+# Ghostscript, a TIFF named .jpg be accepted. Every other format PIL knows is refused.
+IMAGE_FORMATS = ("JPEG", "PNG", "WEBP", "BMP", "GIF")
+# Longer side over shorter side, refused from the header: an 8 x 500,000 PNG passes the pixel cap but would
+# resize to 256 x 16,000,000 (12 GB) in crop mode; at 20:1 the resized image is at most 20 times a square.
+MAX_ASPECT_RATIO = 20
+BACKGROUND = (255, 255, 255)  # transparent pixels are composited on white, as a browser shows them on a page
+# Greyscale modes with more than 8 bits: scaled into 0..255 by their full range, never clipped.
+_WIDE_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I", "F")
+
+
+def _to_8_bit(image):
+    """A 16-bit, 32-bit integer or float greyscale image as mode L: 16-bit values (I;16, and I holding
+    0..65535 as a 16-bit PNG decodes) divided by 257, so 65535 is 255; float in [0, 1] times 255; any other
+    range stretched from its minimum to its maximum. Clipping to 255 would turn most 16-bit images white."""
+    from PIL import Image
+
+    values = np.asarray(image, dtype=np.float64)
+    low, high = (float(values.min()), float(values.max())) if values.size else (0.0, 0.0)
+    if image.mode.startswith("I;16") or (image.mode == "I" and low >= 0 and high <= 65535):
+        scaled = values / 257
+    elif image.mode == "F" and low >= 0 and high <= 1:
+        scaled = values * 255
+    else:
+        scaled = (values - low) * (255 / (high - low)) if high > low else np.zeros_like(values)
+    return Image.fromarray(np.round(scaled).astype(np.uint8), mode="L")
+
+
+def _to_mode(image, target: str):
+    """``image`` in ``target`` (RGB or L): alpha composited on :data:`BACKGROUND` (RGBA, LA, PA, a palette
+    with a transparent entry), wide greyscale scaled (:func:`_to_8_bit`), palette, CMYK, YCbCr and bilevel
+    converted by PIL."""
+    from PIL import Image
+
+    if image.mode in _WIDE_MODES:
+        image = _to_8_bit(image)
+    has_alpha = image.mode in ("RGBA", "RGBa", "LA", "La", "PA") or (image.mode == "P" and "transparency" in image.info)
+    if has_alpha:
+        rgba = image.convert("RGBA")
+        image = Image.alpha_composite(Image.new("RGBA", rgba.size, (*BACKGROUND, 255)), rgba).convert("RGB")
+    return image if image.mode == target else image.convert(target)
+
+
 def decode_image(path: Path, size: int, mode: str, channels: int, max_pixels: int) -> torch.Tensor:
     """Decodes one image file to uint8 (C, size, size).
 
+    The file must be a JPEG, PNG, WebP, BMP or GIF by its content (:data:`IMAGE_FORMATS`). Its EXIF
+    orientation is applied; transparent pixels are composited on white (:data:`BACKGROUND`); 16-bit and
+    float greyscale is scaled to 0..255, not clipped; palette, CMYK and greyscale-with-alpha images are
+    converted; an animated image gives its first frame, with a one-line note on stderr.
+
     Args:
-        path: a JPEG, PNG or other file PIL can read.
+        path: the image file.
         size: output side length.
         mode: "resize" squashes to size x size (seed 000's from-scratch transform); "crop" resizes the
             short side to size * 256/224 and takes the centre size x size (torchvision's weights' transform).
@@ -172,16 +225,18 @@ def decode_image(path: Path, size: int, mode: str, channels: int, max_pixels: in
             (``images.max_pixels``; a few hundred bytes of PNG can claim gigabytes of pixels).
 
     Raises:
-        UserError: the file is not an image, is truncated, or is over the pixel cap.
+        UserError: the file is not an image of an allowed format, is truncated, is over the pixel cap
+            (:class:`ImageTooLargeError`) or has one side over :data:`MAX_ASPECT_RATIO` times the other
+            (:class:`ImageShapeError`).
     """
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image, ImageOps, UnidentifiedImageError
     from torchvision.transforms import InterpolationMode
     from torchvision.transforms import functional as TF
 
     limit = Image.MAX_IMAGE_PIXELS
     try:
         Image.MAX_IMAGE_PIXELS = None  # our own cap below replaces PIL's, so the message is ours
-        with Image.open(path) as image:  # reads the header only
+        with Image.open(path, formats=IMAGE_FORMATS) as image:  # reads the header only
             width, height = image.size
             if width * height > max_pixels:
                 raise ImageTooLargeError(
@@ -189,12 +244,25 @@ def decode_image(path: Path, size: int, mode: str, channels: int, max_pixels: in
                     "(images.max_pixels in params.yaml); remove the file or shrink it, or raise the cap if you "
                     "trust it"
                 )
-            image = image.convert("RGB" if channels == 3 else "L")
+            if max(width, height) > MAX_ASPECT_RATIO * min(width, height):
+                raise ImageShapeError(
+                    f"{path} is {width}x{height}, one side over {MAX_ASPECT_RATIO} times the other (the most "
+                    f"resizing to a square accepts, pipeline.data.MAX_ASPECT_RATIO); crop it to a less extreme "
+                    "shape or remove it"
+                )
+            frames = getattr(image, "n_frames", 1)
+            if frames > 1:
+                print(f"note: {path} is animated ({frames} frames); using its first frame", file=sys.stderr)
             image.load()
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
+            image = _to_mode(ImageOps.exif_transpose(image), "RGB" if channels == 3 else "L")
+    except UnidentifiedImageError:
         raise UserError(
-            f"{path} is not a readable image ({error}); remove or replace it and rerun the prepare stage"
+            f"{path} is not a readable image: by its content it is none of JPEG, PNG, WebP, BMP, GIF (the format "
+            "is read from the bytes, not the name, so an EPS or TIFF renamed .jpg is refused); convert it to one "
+            "of these, or remove or replace it, and rerun"
         ) from None
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
+        raise UserError(f"{path} is not a readable image ({error}); remove or replace it and rerun") from None
     finally:
         Image.MAX_IMAGE_PIXELS = limit
     if mode == "resize":
@@ -278,26 +346,44 @@ def paper_views(scratch: tuple[int, int], pretrained: tuple[int, int]) -> dict[s
     }
 
 
+def decode_into(out: torch.Tensor, paths: list[Path], size: int, mode: str, max_pixels: int) -> torch.Tensor:
+    """Decodes ``paths`` one at a time into the preallocated uint8 ``out`` (N, C, size, size): memory holds the
+    set once and a single image's decode, not a list of decoded images and their stacked copy."""
+    for i, path in enumerate(paths):
+        out[i] = decode_image(path, size, mode, out.shape[1], max_pixels)
+    return out
+
+
 def prepare_image_folder(root: Path, out: Path, views: dict[str, tuple], max_pixels: int, val_per_class: int) -> dict:
     """Decodes an ImageFolder tree once per view (see :func:`paper_views`) into ``out``: the train folder's
     images split into ``train`` and ``val`` (``val_per_class`` per class, the same images in every view), and
-    ``test``. Returns the classes, counts per split and manifest rows."""
+    ``test``. Returns the classes, counts per split and manifest rows.
+
+    The split is drawn from the labels before anything is decoded, and each split's images are decoded
+    straight into its own tensor and saved before the next is decoded: at most one split of one view is in
+    memory (``images.max_pixels`` and :data:`MAX_ASPECT_RATIO` bound each image's decode)."""
     classes, files = list_image_folder(root)
     manifest, counts = [], {}
+    splits = {}  # split -> (file pairs) in the order the split's tensor holds them
+    for folder, pairs in files.items():
+        labels = torch.tensor([label for _, label in pairs], dtype=torch.int64)
+        if folder == "test":
+            parts = {"test": torch.arange(len(labels))}
+        else:
+            parts = dict(zip(("train", "val"), split_validation(labels, val_per_class), strict=True))
+        for split, index in parts.items():
+            splits[split] = [pairs[i] for i in index.tolist()]
     for view, (image_size, channels, mode, mean, std) in views.items():
-        for folder, pairs in files.items():
-            images = torch.stack([decode_image(path, image_size, mode, channels, max_pixels) for path, _ in pairs])
+        for split, pairs in splits.items():
+            images = torch.empty(len(pairs), channels, image_size, image_size, dtype=torch.uint8)
+            decode_into(images, [path for path, _ in pairs], image_size, mode, max_pixels)
             labels = torch.tensor([label for _, label in pairs], dtype=torch.int64)
-            sources = [str(path.relative_to(root)) for path, _ in pairs]
-            whole = ImageSet(images, labels, classes, tuple(mean[:channels]), tuple(std[:channels]))
-            if folder == "test":
-                parts = {"test": torch.arange(len(labels))}
-            else:
-                parts = dict(zip(("train", "val"), split_validation(labels, val_per_class), strict=True))
-            for split, index in parts.items():
-                whole.subset(index).save(split_file(out, view, split))
-                if view == "scratch":
-                    picked = [sources[i] for i in index.tolist()]
-                    manifest += manifest_rows(split, images[index], labels[index], classes, picked)
-                    counts[split] = len(index)
+            ImageSet(images, labels, classes, tuple(mean[:channels]), tuple(std[:channels])).save(
+                split_file(out, view, split)
+            )
+            if view == "scratch":
+                sources = [str(path.relative_to(root)) for path, _ in pairs]
+                manifest += manifest_rows(split, images, labels, classes, sources)
+                counts[split] = len(pairs)
+            del images  # before the next split's tensor is allocated
     return {"classes": classes, "pool_classes": [], "counts": counts, "manifest": manifest}

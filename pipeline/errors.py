@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import functools
 import logging
 import os
+import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 
 class UserError(Exception):
@@ -61,6 +64,46 @@ def _leave_process_group() -> None:
         dist.destroy_process_group()
 
 
+LOCKS = Path(".locks")  # under the project root (a stage's working directory); git-ignored
+
+
+@contextlib.contextmanager
+def one_run_at_a_time(stage: str, argv: list[str]) -> Iterator[None]:
+    """Holds an exclusive lock on ``.locks/<stage>[-<args>].lock`` while a stage runs, so a second direct run of
+    the same stage (and item) in this project stops at once instead of writing models/ or metrics/ beside the
+    first. Under torchrun only rank 0 takes it (every rank runs the stage in one folder); `dvc exp run` and
+    `dvc queue` jobs run in folders of their own, so they never meet.
+
+    Raises:
+        UserError: another live process holds the lock; names its pid.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: no advisory locks
+        fcntl = None
+    if fcntl is None or int(os.environ.get("RANK", "0")) != 0:
+        yield
+        return
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join([stage, *argv]))[:200]
+    path = LOCKS / f"{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            raise UserError(
+                f"another run of stage {stage} (pid {holder}) is writing this project's outputs (lock {path}); "
+                "wait for it to finish or stop it, then rerun"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock; the file stays, empty of meaning once unlocked
+
+
 def stage_main(main: Callable[[], None]) -> Callable[[], None]:
     """Wraps a stage's ``main``: sets up its log (:mod:`pipeline.logs`), and a :class:`UserError` prints one line
     (whatever the log level) and exits with status 1.
@@ -72,14 +115,19 @@ def stage_main(main: Callable[[], None]) -> Callable[[], None]:
     def wrapper() -> None:
         # Under `python -m pipeline.X` the module is __main__; its spec keeps the real name.
         spec = main.__globals__.get("__spec__")
-        stage = (spec.name if spec else main.__module__).rsplit(".", 1)[-1]
+        module = spec.name if spec else main.__module__
+        stage = module.rsplit(".", 1)[-1]
         started = time.perf_counter()
         _say_why_when_torchrun_stops_us(stage)
         try:
             from pipeline.logs import setup_logging  # lazily: pipeline.logs imports this module
 
             setup_logging()
-            main()
+            if module.startswith("pipeline.stages."):
+                with one_run_at_a_time(stage, sys.argv[1:]):
+                    main()
+            else:  # a tool (predict, compare): reads only, may run many at once
+                main()
         except UserError as error:
             if os.environ.get("PIPELINE_DEBUG"):
                 raise

@@ -51,6 +51,7 @@ _MAX_IDX_BYTES = 256 << 20
 _MIRROR_RETRIES = 3
 
 _MIRROR_BACKOFF_S = 1.0
+_MIRROR_MAX_BYTES = 64 << 20  # the largest file, train-images-idx3-ubyte.gz, is 26 MB
 
 _DEBIAN_INSTALL = "sudo apt-get install dataset-fashion-mnist"
 
@@ -195,7 +196,8 @@ def _obtain_one(
             continue
         gz = folder / f"{name}.gz"
         try:
-            transfer(url, gz, retries=_MIRROR_RETRIES, backoff_s=_MIRROR_BACKOFF_S, progress=True, timeout_s=30.0)
+            transfer(url, gz, retries=_MIRROR_RETRIES, backoff_s=_MIRROR_BACKOFF_S, progress=True, timeout_s=30.0,
+                     max_bytes=_MIRROR_MAX_BYTES)  # fmt: skip
             actual = _decompress_to(gz, out)
         except Unreachable as error:
             dead.add(base)

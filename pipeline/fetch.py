@@ -26,10 +26,26 @@ from pipeline.files import atomic_dir, file_sha256, remove_stale_temps, temp_pre
 
 CHUNK = 1 << 20
 _USER_AGENT = "vit-data-hunger (python urllib)"
+# Defaults for downloads without a params.yaml section (the tools); the paper preset's stages pass
+# paper.max_download_mb and paper.download_deadline_s.
+MAX_BYTES = 1 << 30
+DEADLINE_S = 1800.0
 
 
 class Unreachable(UserError):
     """Every attempt at a URL failed with a transient (network or 5xx) error."""
+
+
+class TooLarge(UserError):
+    """A download announced or sent more bytes than its cap; not retried."""
+
+
+class TooSlow(UserError):
+    """A download (all its attempts) did not finish by its deadline; not retried."""
+
+
+class _DeadlinePassed(TimeoutError):
+    """Raised between reads once the deadline has passed."""
 
 
 def download(
@@ -41,6 +57,8 @@ def download(
     backoff_s: float = 1.0,
     progress: bool = True,
     timeout_s: float = 30.0,
+    max_bytes: int = MAX_BYTES,
+    deadline_s: float = DEADLINE_S,
 ) -> Path:
     """Downloads ``url`` to ``dest`` atomically, verifying its SHA-256; a verified ``dest`` is reused as a cache.
 
@@ -56,12 +74,18 @@ def download(
         backoff_s: The first wait between attempts, in seconds.
         progress: Whether to show a progress bar on stderr (only when it is a terminal).
         timeout_s: Socket timeout for connecting and for each read, so a dead server cannot hang the run.
+        max_bytes: The most bytes accepted: a larger Content-Length is refused before the body is read, and a
+            body that runs past it (no length, or a lie) is cut off there (``paper.max_download_mb``).
+        deadline_s: The whole download, every attempt and wait, ends by then: a server that sends a byte
+            every few seconds never trips the per-read timeout (``paper.download_deadline_s``).
 
     Returns:
         ``dest``.
 
     Raises:
-        UserError: A bad URL or hash, an unreachable server, an HTTP error, or a hash mismatch.
+        UserError: A bad URL or hash, an unreachable server, an HTTP error, a hash mismatch, a download over
+            ``max_bytes`` (:class:`TooLarge`) or past ``deadline_s`` (:class:`TooSlow`); the partial file is
+            removed.
     """
     if retries < 1:
         raise ValueError(f"retries must be at least 1, got {retries}")
@@ -75,7 +99,8 @@ def download(
     # Not mkstemp: its 0600 mode would follow the file into place and hide a shared data folder from others.
     tmp = dest.with_name(f"{temp_prefix(dest)}{uuid.uuid4().hex}.partial")
     try:
-        transfer(url, tmp, retries=retries, backoff_s=backoff_s, progress=progress, timeout_s=timeout_s)
+        transfer(url, tmp, retries=retries, backoff_s=backoff_s, progress=progress, timeout_s=timeout_s,
+                 max_bytes=max_bytes, deadline_s=deadline_s)  # fmt: skip
         actual = file_sha256(tmp)
         if not actual.startswith(expected):
             wanted = expected if len(expected) == 64 else f"a hash starting with {expected}"
@@ -108,28 +133,44 @@ def _check_url(url: str) -> None:
             raise UserError(f"{url} points to {path}, which is not a file; fix the URL in params.yaml")
 
 
-def transfer(url: str, path: Path, *, retries: int, backoff_s: float, progress: bool, timeout_s: float) -> None:
-    """Writes the bytes at ``url`` to ``path``, retrying transient failures; no hash check."""
+def transfer(
+    url: str, path: Path, *, retries: int, backoff_s: float, progress: bool, timeout_s: float,
+    max_bytes: int = MAX_BYTES, deadline_s: float = DEADLINE_S,
+) -> None:  # fmt: skip
+    """Writes the bytes at ``url`` to ``path``, retrying transient failures within ``deadline_s``; no hash
+    check. Over ``max_bytes`` or past the deadline it raises at once, and ``path`` is removed."""
+    deadline = time.monotonic() + deadline_s
     last = ""
     server_error = False
-    for attempt in range(1, retries + 1):
-        try:
-            _transfer_once(url, path, progress=progress, timeout_s=timeout_s)
-            return
-        except urllib.error.HTTPError as error:  # before URLError: HTTPError is a subclass
-            error.close()
-            if error.code < 500:
-                hint = " (it may need a login or be private)" if error.code in (401, 403) else ""
-                raise UserError(
-                    f"{url} returned HTTP {error.code} {error.reason}{hint}; check the URL in params.yaml"
-                ) from None
-            last, server_error = f"HTTP {error.code} {error.reason}", True
-        except urllib.error.URLError as error:
-            last, server_error = describe_error(error.reason), False
-        except (http.client.HTTPException, TimeoutError, ConnectionError) as error:
-            last, server_error = describe_error(error), False
-        if attempt < retries:
-            time.sleep(backoff_s * 2 ** (attempt - 1))
+    try:
+        for attempt in range(1, retries + 1):
+            try:
+                _transfer_once(url, path, progress=progress, timeout_s=timeout_s, max_bytes=max_bytes,
+                               deadline=deadline)  # fmt: skip
+                return
+            except urllib.error.HTTPError as error:  # before URLError: HTTPError is a subclass
+                error.close()
+                if error.code < 500:
+                    hint = " (it may need a login or be private)" if error.code in (401, 403) else ""
+                    raise UserError(
+                        f"{url} returned HTTP {error.code} {error.reason}{hint}; check the URL in params.yaml"
+                    ) from None
+                last, server_error = f"HTTP {error.code} {error.reason}", True
+            except urllib.error.URLError as error:
+                last, server_error = describe_error(error.reason), False
+            except _DeadlinePassed:
+                raise _too_slow(url, deadline_s, path, "still arriving") from None
+            except (http.client.HTTPException, TimeoutError, ConnectionError) as error:
+                last, server_error = describe_error(error), False
+            wait = backoff_s * 2 ** (attempt - 1)
+            if time.monotonic() + (wait if attempt < retries else 0) >= deadline:
+                raise _too_slow(url, deadline_s, path, f"last error: {last}")
+            if attempt < retries:
+                time.sleep(wait)
+    except UserError:
+        path.unlink(missing_ok=True)
+        raise
+    path.unlink(missing_ok=True)
     if server_error:
         raise Unreachable(
             f"{url} kept failing after {retries} attempts (last: {last}); the server has a problem, "
@@ -141,23 +182,60 @@ def transfer(url: str, path: Path, *, retries: int, backoff_s: float, progress: 
     )
 
 
-def _transfer_once(url: str, path: Path, *, progress: bool, timeout_s: float) -> None:
+def _too_slow(url: str, deadline_s: float, path: Path, detail: str) -> TooSlow:
+    got = path.stat().st_size if path.is_file() else 0
+    return TooSlow(
+        f"{url} did not finish downloading within the deadline of {deadline_s:g} s ({got:,} bytes received, "
+        f"{detail}); nothing was saved. The server is stalled or too slow: rerun later, or raise "
+        "paper.download_deadline_s in params.yaml for a slow connection"
+    )
+
+
+def _too_large(url: str, max_bytes: int, what: str) -> TooLarge:
+    return TooLarge(
+        f"{url} {what}, over the download cap of {byte_size(max_bytes)}; nothing was saved. Check the URL, or if "
+        "you trust the file, raise paper.max_download_mb in params.yaml"
+    )
+
+
+def _set_read_timeout(response, seconds: float) -> None:
+    """The socket timeout of ``response``'s next read (http.client keeps the socket in ``fp.raw._sock``), so
+    the last read before the deadline waits no longer than the time left; a file URL has no socket."""
+    sock = getattr(getattr(response.fp, "raw", None), "_sock", None)
+    if sock is not None:
+        sock.settimeout(seconds)
+
+
+def _transfer_once(url: str, path: Path, *, progress: bool, timeout_s: float, max_bytes: int, deadline: float) -> None:
     # torch.hub.download_url_to_file would give the same progress bar, but it cannot take a timeout and silently
     # keeps a truncated body (http.client returns b"" at an early close), which would surface as a misleading
     # hash mismatch instead of a retried transfer.
     from torch.hub import tqdm  # tqdm, or torch's fallback when it is not installed
 
     request = urllib.request.Request(url, headers={"User-Agent": _USER_AGENT})
-    with urllib.request.urlopen(request, timeout=timeout_s) as response, open(path, "wb") as f:
+    left = deadline - time.monotonic()
+    with urllib.request.urlopen(request, timeout=max(min(timeout_s, left), 0.01)) as response, open(path, "wb") as f:
         length = response.headers.get("Content-Length")
         expected = int(length) if length and length.isdigit() else None
+        if expected is not None and expected > max_bytes:
+            raise _too_large(url, max_bytes, f"announces {byte_size(expected)}")
         written = 0
         # disable=None: a bar on a terminal only, so logs and CI keep one line per event
         disable = None if progress else True
         with tqdm(total=expected, disable=disable, unit="B", unit_scale=True, unit_divisor=1024) as bar:
-            while chunk := response.read(CHUNK):
-                f.write(chunk)
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise _DeadlinePassed
+                _set_read_timeout(response, min(timeout_s, left))
+                # read1: what has arrived, at most CHUNK; read(CHUNK) would wait for the whole chunk, byte by byte
+                chunk = response.read1(CHUNK)
+                if not chunk:
+                    break
                 written += len(chunk)
+                if written > max_bytes:
+                    raise _too_large(url, max_bytes, "sends more than that")
+                f.write(chunk)
                 bar.update(len(chunk))
     if expected is not None and written != expected:
         raise ConnectionError(f"transfer cut short: got {written:,} of {expected:,} bytes")

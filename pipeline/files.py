@@ -171,8 +171,9 @@ def tensor_bytes(obj) -> bytes:
 
 
 def save_tensors(path: str | Path, obj) -> None:
-    """``torch.save`` through an atomic rename."""
-    write_bytes(path, tensor_bytes(obj))
+    """``torch.save`` through an atomic rename, streamed to the file (no in-memory copy of the bytes)."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as stream:
+        torch.save(obj, stream)
 
 
 def load_tensors(path: str | Path):

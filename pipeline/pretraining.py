@@ -79,7 +79,8 @@ def train_on_pool(
 
 def torchvision_weights(cfg: PaperConfig) -> tuple[dict, list[dict], dict]:
     """torchvision's weights at ``cfg.weights_url``, verified and loaded into our ViT (paper preset)."""
-    path = download(cfg.weights_url, paths.DOWNLOADS / Path(cfg.weights_url).name, cfg.weights_sha256)
+    path = download(cfg.weights_url, paths.DOWNLOADS / Path(cfg.weights_url).name, cfg.weights_sha256,
+                    max_bytes=cfg.max_download_mb << 20, deadline_s=cfg.download_deadline_s)  # fmt: skip
     state = load_tensors(path)
     head = state.get("heads.head.weight")
     model = ViT(vit_config(cfg.backbone_model, num_classes=head.shape[0] if head is not None else 1000))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from pipeline.curve import seed_subset
+from pipeline.curve import SHOTS_KEY, seed_subset
 from pipeline.data import ImageSet, batch_preparer
 from pipeline.engine import extract_features
 from pipeline.metrics import spread
@@ -64,7 +64,7 @@ def few_shot(
     for n in shots:
         tests, vals = [], []
         for seed in seeds:
-            train = seed_subset(target_pool, n, seed)
+            train = seed_subset(target_pool, n, seed, SHOTS_KEY)
             probe = fit_probe(embed(train), train.labels, val_x, val.labels, num_classes, regs)
             tests.append(accuracy(probe.logits(test_x), test.labels))
             vals.append(probe.val_acc)

@@ -18,6 +18,7 @@ import functools
 import logging
 import os
 import platform
+import random
 import subprocess
 import sys
 import time
@@ -69,7 +70,10 @@ def start_system_metrics(run_id: str, uri: str):
 
 
 _LOCK_WAIT_S = 120.0  # the longest one stage waits for another's store set-up before tracking without MLflow
-_LOCKED_RETRIES = 4  # 0.5 + 1 + 2 s of backoff on "database is locked", after SQLite's own 5 s wait each time
+# How long one write keeps retrying "database is locked" (after SQLite's own 5 s wait each time) before the
+# tracker gives up: eight writers (`dvc queue start -j 8`) finishing at once queue for tens of seconds, and giving
+# up after a few left a successful run RUNNING, which the next stage then marked KILLED.
+_LOCKED_WAIT_S = 120.0
 
 
 def _sqlite_path(uri: str) -> Path | None:
@@ -107,14 +111,18 @@ def _store_lock(uri: str):
 
 
 def _retry_when_locked(action):
-    """Runs ``action()``, retrying with backoff while SQLite reports the database locked by another writer."""
-    for attempt in range(_LOCKED_RETRIES):
+    """Runs ``action()``, retrying for up to ``_LOCKED_WAIT_S`` while SQLite reports the database locked by
+    another writer, with jittered backoff (0.1 s doubling to 2 s) so writers that collided do not retry in step."""
+    deadline = time.monotonic() + _LOCKED_WAIT_S
+    attempt = 0
+    while True:
         try:
             return action()
         except Exception as error:
-            if "database is locked" not in str(error) or attempt == _LOCKED_RETRIES - 1:
+            if "database is locked" not in str(error) or time.monotonic() >= deadline:
                 raise
-            time.sleep(0.5 * 2**attempt)
+            time.sleep(min(2.0, 0.1 * 2**attempt) * random.uniform(0.5, 1.5))
+            attempt += 1
 
 
 # What decides a run's results. Outputs are left out: `dvc repro` deletes a stage's git-tracked outputs

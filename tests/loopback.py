@@ -14,7 +14,9 @@ class ScriptedServer:
 
     A response is ``("ok", body)``; ``("status", code)``; ``("hang", seconds)``: answer nothing for that
     long; ``("truncate", body)``: promise the whole body, send half, close; or ``("stall", body)``:
-    promise the whole body, send half, then wait until the server stops (a download to kill midway).
+    promise the whole body, send half, then wait until the server stops (a download to kill midway);
+    ``("drip", seconds)``: promise a megabyte, send one byte every ``seconds`` until the client goes or the
+    server stops; ``("flood", n)``: no Content-Length, zeros until ``n`` bytes or the client goes.
     Unscripted paths answer 404; ``hits`` counts requests per path.
     """
 
@@ -34,6 +36,22 @@ class ScriptedServer:
                     return
                 if kind == "hang":
                     threading.Event().wait(arg)  # not time.sleep, which a test may replace
+                    return
+                if kind in ("drip", "flood"):
+                    self.send_response(200)
+                    if kind == "drip":
+                        self.send_header("Content-Length", str(1 << 20))
+                    self.end_headers()  # flood: HTTP/1.0 without a length, the body runs until the server closes
+                    try:
+                        if kind == "drip":
+                            while not server.release.wait(arg):
+                                self.wfile.write(b"x")
+                                self.wfile.flush()
+                        else:
+                            for _ in range(arg // (1 << 16)):
+                                self.wfile.write(bytes(1 << 16))
+                    except OSError:  # the client hung up: what a capped or timed-out download does
+                        pass
                     return
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(arg)))

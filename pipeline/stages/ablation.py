@@ -19,7 +19,7 @@ import statistics
 from pipeline import paths
 from pipeline.arms.scratch import run_decay_variant
 from pipeline.config import Params, load_params
-from pipeline.curve import seed_subset, sweep_train_set, val_set
+from pipeline.curve import SEED_ARMS_KEY, seed_subset, sweep_train_set, val_set
 from pipeline.data import load_split
 from pipeline.errors import stage_main
 from pipeline.files import write_json, write_text
@@ -44,7 +44,7 @@ def run_ablation(params: Params) -> tuple[dict, dict]:
             for seed in params.seeds:
                 differs = {"variant": variant, "seed": str(seed)}
                 with stage.child(f"ablation-{variant}-seed{seed}", differs, **differs) as tracker:
-                    sets = (seed_subset(pool, params.seed_arms_per_class, seed), val, test_set)
+                    sets = (seed_subset(pool, params.seed_arms_per_class, seed, SEED_ARMS_KEY), val, test_set)
                     run, history = run_decay_variant(variant, params.model_name, recipe, sets, runtime, seed,
                                                      params.evaluate.batch_size)  # fmt: skip
                     for record in history:

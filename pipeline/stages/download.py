@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import shutil
 from pathlib import Path
 
@@ -25,10 +26,36 @@ def find_split_root(folder: Path) -> Path:
     raise UserError(f"{folder} has no train/ and test/ folders; the dataset must be in ImageFolder layout")
 
 
+def _copy_file(source: str, target: str) -> None:
+    """copytree's copy, raising a full disk at once: copytree gathers each file's OSError into one
+    ``shutil.Error`` of strings, which hides the errno (and would go on copying onto a full disk)."""
+    try:
+        shutil.copy2(source, target)
+    except OSError as error:
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise UserError(
+                f"the disk is full ({error.strerror}) while copying {source}; nothing was kept (the copy is made in "
+                "a temporary folder, now removed, and the previous data/raw is intact): free disk space and rerun"
+            ) from None
+        raise
+
+
 def copy_tree_atomically(source: Path, target: Path) -> None:
-    """Copies ``source`` to ``target`` through a temporary folder, so ``target`` is whole or absent."""
+    """Copies ``source`` to ``target`` through a temporary folder, so ``target`` is whole or absent.
+
+    Raises:
+        UserError: the disk filled up, or files could not be read (named, with the first reason).
+    """
     with atomic_dir(target) as tmp:
-        shutil.copytree(source, tmp, dirs_exist_ok=True)
+        try:
+            shutil.copytree(source, tmp, dirs_exist_ok=True, copy_function=_copy_file)
+        except shutil.Error as error:
+            failures = error.args[0]
+            first = failures[0] if isinstance(failures, list) and failures else (source, "", str(error))
+            raise UserError(
+                f"{len(failures) if isinstance(failures, list) else 1} file(s) of {source} could not be copied "
+                f"(first: {first[0]}: {first[-1]}); nothing was kept. Fix their permissions or remove them, and rerun"
+            ) from None
 
 
 def obtain_image_folder(config: PaperConfig, target: Path, downloads: Path) -> Path:
@@ -40,7 +67,8 @@ def obtain_image_folder(config: PaperConfig, target: Path, downloads: Path) -> P
         list_image_folder(find_split_root(source))  # reject a bad layout before copying anything
         copy_tree_atomically(find_split_root(source), target)
         return target
-    archive = download(config.url, downloads / Path(config.url).name, config.sha256)
+    archive = download(config.url, downloads / Path(config.url).name, config.sha256,
+                       max_bytes=config.max_download_mb << 20, deadline_s=config.download_deadline_s)  # fmt: skip
     extracted = safe_extract_zip(
         archive, target.with_name(target.name + ".extracted"), max_bytes=config.max_extract_mb << 20
     )

@@ -12,7 +12,7 @@ from pipeline import paths
 from pipeline.arms.linear import evaluate_linear
 from pipeline.arms.scratch import evaluate_scratch
 from pipeline.config import load_params
-from pipeline.curve import baselines, protocol_arms, seed_subset, sweep_train_set, val_set
+from pipeline.curve import SEED_ARMS_KEY, baselines, protocol_arms, seed_subset, sweep_train_set, val_set
 from pipeline.data import load_split
 from pipeline.engine import count_parameters
 from pipeline.errors import stage_main
@@ -31,7 +31,7 @@ def main() -> None:
     test_set = load_split(paths.prepared_split("scratch", "test"))
     pretrained_test = load_split(paths.prepared_split("pretrained", "test"))
     classes, labels = test_set.classes, test_set.labels
-    n_train = len(seed_subset(pool, params.seed_arms_per_class, params.seeds[0]))
+    n_train = len(seed_subset(pool, params.seed_arms_per_class, params.seeds[0], SEED_ARMS_KEY))
     metrics = {"preset": params.preset, "n_train": n_train, "n_val": len(val_set("scratch")),
                "n_test": len(test_set), "classes": classes}  # fmt: skip
     matrices = {}

@@ -18,7 +18,7 @@ from pipeline import paths
 from pipeline.arms.linear import head_state, with_head
 from pipeline.checkpoints import MODEL_CARD, model_card
 from pipeline.config import load_params
-from pipeline.curve import seed_subset, sweep_train_set, val_set
+from pipeline.curve import SEED_ARMS_KEY, seed_subset, sweep_train_set, val_set
 from pipeline.data import batch_preparer, view_transform
 from pipeline.engine import Recipe, epoch_steps, extract_features, train
 from pipeline.errors import stage_main
@@ -45,7 +45,7 @@ def main() -> None:
     stage = stage_tracker(params, "linear_probe", runtime=runtime, arm="linear", backbone_sha256=backbone_hash)
     with stage, atomic_dir(paths.LINEAR_PROBES) as folder:  # every seed's head, or the previous folder untouched
         for seed in params.seeds:
-            train_set = seed_subset(pool, params.seed_arms_per_class, seed)
+            train_set = seed_subset(pool, params.seed_arms_per_class, seed, SEED_ARMS_KEY)
             train_features = extract_features(backbone, train_set.images, runtime, batch, score)
             steps_per_epoch = epoch_steps(1, len(train_set), cfg.batch_size)
             recipe = Recipe.of(cfg, cfg.batch_size, cfg.epochs * steps_per_epoch)

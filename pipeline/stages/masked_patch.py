@@ -12,7 +12,7 @@ import torch
 
 from pipeline import paths
 from pipeline.config import load_params
-from pipeline.curve import sweep_train_set, val_set
+from pipeline.curve import SHOTS_KEY, require_per_class, sweep_train_set, val_set
 from pipeline.data import ImageSet, load_split
 from pipeline.engine import count_parameters
 from pipeline.errors import UserError, stage_main
@@ -39,6 +39,7 @@ def main() -> None:
     if runtime.world_size > 1:
         raise UserError("masked_patch trains in one process; run it without torchrun (`dvc repro masked_patch`)")
     pool, target = load_split(paths.PREPARED / "pool_train.pt"), sweep_train_set("offline", "pretrained")
+    require_per_class(target, max(params.pretraining_scale.shots), SHOTS_KEY)  # before training, not after
     images = torch.cat([pool.images, target.images])  # labels unused: every image is class 0
     unlabeled = ImageSet(images, torch.zeros(len(images), dtype=torch.long), ["unlabeled"], pool.mean, pool.std)
     with stage_tracker(params, "masked_patch", seed=cfg.seed, runtime=runtime, arch="vit_masked_patch") as tracker:

@@ -16,7 +16,7 @@ import sys
 
 from pipeline import paths
 from pipeline.config import Params, load_params
-from pipeline.curve import seed_subset, sweep_train_set, val_set
+from pipeline.curve import POOL_KEY, SHOTS_KEY, require_per_class, seed_subset, sweep_train_set, val_set
 from pipeline.data import load_split
 from pipeline.engine import count_parameters
 from pipeline.errors import UserError, stage_main
@@ -35,7 +35,9 @@ def run_item(params: Params, arch: str, point: int) -> dict:
     runtime, cfg, batch = resolve_runtime(params.runtime), params.backbone, params.evaluate.batch_size
     pool_all = load_split(paths.PREPARED / "pool_train.pt")
     pool_test = load_split(paths.PREPARED / "pool_test.pt")
-    pool = seed_subset(pool_all, params.pretraining_scale.pool_per_class[point], cfg.seed)
+    target = sweep_train_set("offline", "pretrained")
+    require_per_class(target, max(params.pretraining_scale.shots), SHOTS_KEY)  # before training, not after
+    pool = seed_subset(pool_all, params.pretraining_scale.pool_per_class[point], cfg.seed, POOL_KEY)
     name = f"pretrain_scale-{arch}-{len(pool)}"
     with stage_tracker(params, name, seed=cfg.seed, runtime=runtime, arch=arch, n_pretrain=str(len(pool))) as tracker:
         if arch == "vit" and len(pool) == len(pool_all):  # the backbone stage's: the same recipe, seed and images
@@ -51,7 +53,7 @@ def run_item(params: Params, arch: str, point: int) -> dict:
             pool_test_acc = history[-1]["test_acc"]
         trunk = Trunk(model.eval())
         result = few_shot(
-            lambda image_set: features(trunk, image_set, runtime, batch), sweep_train_set("offline", "pretrained"),
+            lambda image_set: features(trunk, image_set, runtime, batch), target,
             val_set("pretrained"), load_split(paths.prepared_split("pretrained", "test")),
             params.pretraining_scale.shots, params.seeds, params.data_hunger.probe_regs,
         )  # fmt: skip

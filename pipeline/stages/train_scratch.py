@@ -16,7 +16,7 @@ from __future__ import annotations
 from pipeline import paths
 from pipeline.checkpoints import MODEL_CARD, model_card
 from pipeline.config import Params, load_params
-from pipeline.curve import seed_subset, sweep_train_set, val_set
+from pipeline.curve import SEED_ARMS_KEY, seed_subset, sweep_train_set, val_set
 from pipeline.data import ImageSet, batch_preparer, view_transform
 from pipeline.engine import Recipe, epoch_steps, train
 from pipeline.errors import stage_main
@@ -66,7 +66,7 @@ def main() -> None:
         with atomic_dir(paths.SCRATCH_MODELS) as folder:  # every seed's model, or the previous folder untouched
             for seed in params.seeds:
                 with stage.child(f"train_scratch-seed{seed}", {"seed": str(seed)}, seed=str(seed)) as tracker:
-                    train_set = seed_subset(pool, params.seed_arms_per_class, seed)
+                    train_set = seed_subset(pool, params.seed_arms_per_class, seed, SEED_ARMS_KEY)
                     model, histories[seed] = train_one_seed(params, seed, train_set, val, runtime, tracker)
                     tracker.log_model(model, example)
                 state = {k: v.cpu() for k, v in model.state_dict().items()}

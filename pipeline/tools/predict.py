@@ -22,7 +22,7 @@ from pipeline.arms.linear import load_linear
 from pipeline.arms.scratch import load_scratch
 from pipeline.checkpoints import read_model_card
 from pipeline.config import load_params
-from pipeline.data import ImageTooLargeError, decode_image, normalise
+from pipeline.data import decode_image, normalise
 from pipeline.errors import UserError, stage_main
 from pipeline.model import ViT
 from pipeline.runtime import Runtime, resolve_runtime
@@ -51,6 +51,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+BATCH_SIZE = 64  # images decoded and run through the model at once
 CARDS = {"scratch": paths.SCRATCH_MODELS, "linear": paths.LINEAR_PROBES}  # where each arm's model card lies
 
 
@@ -74,15 +75,14 @@ def load_model(card: dict, arm: str, seed: int, runtime: Runtime) -> ViT:
 
 
 def load_image(path: Path, size: int, mode: str, channels: int, invert: bool, max_pixels: int) -> torch.Tensor:
-    """One image file -> uint8 (C, size, size) in the arm's transform, inverted if asked."""
+    """One image file -> uint8 (C, size, size) in the arm's transform, inverted if asked.
+
+    Raises:
+        UserError: the file is missing, or :func:`~pipeline.data.decode_image` refuses it (its one line says why).
+    """
     if not path.is_file():
         raise UserError(f"{path} does not exist or is not a file")
-    try:
-        image = decode_image(path, size, mode, channels, max_pixels)
-    except ImageTooLargeError:
-        raise
-    except UserError:
-        raise UserError(f"{path} is not a readable image; give a JPEG, PNG or other image file") from None
+    image = decode_image(path, size, mode, channels, max_pixels)
     return 255 - image if invert else image
 
 
@@ -103,6 +103,9 @@ def format_line(path: Path, probabilities: torch.Tensor, classes: list[str]) -> 
 @stage_main
 def main() -> None:
     args = parse_args(sys.argv[1:])
+    missing = [str(p) for p in args.images if not p.is_file()]
+    if missing:  # before the model loads or a line is printed
+        raise UserError(f"{', '.join(missing)}: no such file; give paths to image files")
     params = load_params()
     arm = args.model
     card = read_model_card(CARDS[arm])  # architecture, classes, mean/std and transform of the arm's models
@@ -110,14 +113,14 @@ def main() -> None:
     runtime = resolve_runtime(params.runtime)
     model = load_model(card, arm, seed, runtime)
     config, max_pixels = model.config, params.images.max_pixels
-    images = torch.stack(
-        [
-            load_image(p, config.image_size, card["transform"], config.in_channels, args.invert, max_pixels)
-            for p in args.images
-        ]
-    )
-    for path, probabilities in zip(args.images, predict(model, card, images, runtime), strict=True):
-        print(format_line(path, probabilities, card["classes"]))
+    for start in range(0, len(args.images), BATCH_SIZE):  # decoded a batch at a time: memory bounded by the batch
+        batch_paths = args.images[start : start + BATCH_SIZE]
+        images = torch.stack(
+            [load_image(p, config.image_size, card["transform"], config.in_channels, args.invert, max_pixels)
+             for p in batch_paths]
+        )  # fmt: skip
+        for path, probabilities in zip(batch_paths, predict(model, card, images, runtime), strict=True):
+            print(format_line(path, probabilities, card["classes"]), flush=True)
 
 
 if __name__ == "__main__":

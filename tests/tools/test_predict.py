@@ -104,3 +104,33 @@ def test_predict_needs_only_the_models_and_their_card_not_the_prepared_data(proj
     (paths.SCRATCH_MODELS / "model.json").unlink()
     status, _, err = run_cli(predict, monkeypatch, capsys, "a.png", "--model", "scratch")
     assert status == 1 and "model.json is missing" in err and "dvc repro" in err
+
+
+def test_predict_runs_its_images_in_batches_of_bounded_size(project, monkeypatch, capsys):
+    """Memory is bounded by the batch, not the number of images: each batch is decoded, run and printed."""
+    for i in range(5):
+        Image.new("L", (30, 30), 40 * i).save(project / f"{i}.png")
+    sizes, real = [], predict.predict
+    monkeypatch.setattr(predict, "BATCH_SIZE", 2)
+    monkeypatch.setattr(predict, "predict", lambda m, c, images, r: sizes.append(len(images)) or real(m, c, images, r))
+    status, out, _ = run_cli(predict, monkeypatch, capsys, *(f"{i}.png" for i in range(5)), "--model", "scratch")
+    assert status == 0 and sizes == [2, 2, 1]
+    assert [parse_line(line)[0] for line in out.strip().splitlines()] == [f"{i}.png" for i in range(5)]
+
+
+def test_the_default_predict_batch_is_64():
+    assert predict.BATCH_SIZE == 64
+
+
+def test_predict_names_a_missing_image_before_printing_anything(project, monkeypatch, capsys):
+    Image.new("L", (30, 30)).save(project / "a.png")
+    status, out, err = run_cli(predict, monkeypatch, capsys, "a.png", "nope.png")
+    assert status == 1 and out == ""
+    assert err.strip() == "error in stage predict: nope.png: no such file; give paths to image files"
+
+
+def test_predict_refuses_a_tiff_named_jpg_in_one_line_naming_the_allowed_formats(project, monkeypatch, capsys):
+    Image.new("RGB", (30, 30)).save(project / "scan.jpg", format="TIFF")
+    status, out, err = run_cli(predict, monkeypatch, capsys, "scan.jpg")
+    assert status == 1 and out == "" and len(err.strip().splitlines()) == 1
+    assert "scan.jpg is not a readable image: by its content it is none of JPEG, PNG, WebP, BMP, GIF" in err

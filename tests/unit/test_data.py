@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import re
 from pathlib import Path
@@ -178,3 +179,199 @@ def test_decode_image_rejects_truncated_jpeg_and_non_image_naming_the_file(tmp_p
         16,
         16,
     )  # only the cut one fails
+
+
+# --- decoding what users actually have: EXIF, 16-bit, alpha, palettes, animation, disguised formats ----------
+
+
+def decode(path: Path, channels: int = 3, size: int = 8, mode: str = "resize") -> torch.Tensor:
+    return decode_image(path, size, mode, channels=channels, max_pixels=10**6)
+
+
+def test_exif_orientation_is_applied(tmp_path):
+    from PIL import Image
+
+    image = Image.new("RGB", (40, 20), (255, 0, 0))
+    image.paste((0, 0, 255), (0, 0, 20, 20))  # stored: blue left half, red right half
+    exif = Image.Exif()
+    exif[0x0112] = 6  # "rotate 90 clockwise to view": the viewer sees blue on top
+    path = tmp_path / "phone.jpg"
+    image.save(path, exif=exif, quality=100)
+    decoded = decode_image(path, 20, "crop", channels=3, max_pixels=10**6).int()
+    top, bottom = decoded[:, :4].float().mean((1, 2)), decoded[:, -4:].float().mean((1, 2))
+    assert top[2] > 200 and top[0] < 50, top  # blue on top
+    assert bottom[0] > 200 and bottom[2] < 50, bottom
+
+
+@pytest.mark.parametrize("mode", ["I;16", "I"])
+def test_16_bit_grey_is_scaled_to_8_bits_not_clipped(tmp_path, mode):
+    from PIL import Image
+
+    path = tmp_path / "deep.png"
+    Image.fromarray(np.full((10, 10), 32896, dtype=np.uint16)).save(path)  # 32896 / 257 = 128: mid grey
+    with Image.open(path) as opened:
+        assert opened.mode in ("I;16", "I")  # how Pillow reads a 16-bit grey PNG
+    assert torch.equal(decode(path, channels=1), pixels(128).expand(1, 8, 8))
+    assert torch.equal(decode(path, channels=3), pixels(128, 128, 128).expand(3, 8, 8))
+    from pipeline.data import _to_8_bit
+
+    wide = Image.fromarray(np.array([[0, 65535]], dtype=np.int32), mode="I") if mode == "I" else None
+    if wide is not None:
+        assert np.asarray(_to_8_bit(wide)).tolist() == [[0, 255]]
+
+
+def test_float_grey_is_scaled_from_its_range():
+    from PIL import Image
+
+    from pipeline.data import _to_8_bit
+
+    unit = Image.fromarray(np.array([[0.0, 0.5, 1.0]], dtype=np.float32), mode="F")
+    assert np.asarray(_to_8_bit(unit)).tolist() == [[0, 128, 255]]
+    other = Image.fromarray(np.array([[-10.0, 0.0, 10.0]], dtype=np.float32), mode="F")
+    assert np.asarray(_to_8_bit(other)).tolist() == [[0, 128, 255]]
+
+
+@pytest.mark.parametrize("mode", ["RGBA", "LA", "P"])
+def test_transparent_pixels_are_composited_on_white(tmp_path, mode):
+    from PIL import Image
+
+    path = tmp_path / "logo.png"
+    if mode == "P":
+        image = Image.new("P", (8, 8), 0)
+        image.putpalette([0, 0, 0] * 256)
+        image.save(path, transparency=0)  # palette entry 0 (black) is transparent
+    else:
+        Image.new(mode, (8, 8), (0, 0, 0, 0) if mode == "RGBA" else (0, 0)).save(path)  # black, fully transparent
+    assert torch.equal(decode(path), pixels(255, 255, 255).expand(3, 8, 8))
+    assert torch.equal(decode(path, channels=1), pixels(255).expand(1, 8, 8))
+
+
+def test_half_transparent_red_is_blended_with_white(tmp_path):
+    from PIL import Image
+
+    path = tmp_path / "tint.png"
+    Image.new("RGBA", (8, 8), (255, 0, 0, 128)).save(path)
+    assert torch.equal(decode(path), pixels(255, 127, 127).expand(3, 8, 8))
+
+
+@pytest.mark.parametrize("mode", ["P", "CMYK", "1"])
+def test_palette_cmyk_and_bilevel_images_are_converted(tmp_path, mode):
+    from PIL import Image
+
+    rgb = Image.new("RGB", (8, 8), (255, 255, 255) if mode == "1" else (200, 100, 50))
+    path = tmp_path / ("x.jpg" if mode == "CMYK" else "x.png")
+    converted = rgb.convert(mode, palette=Image.Palette.ADAPTIVE) if mode == "P" else rgb.convert(mode)
+    converted.save(path, **({"quality": 100} if mode == "CMYK" else {}))
+    decoded = decode(path).int()
+    expected = (255, 255, 255) if mode == "1" else (200, 100, 50)
+    assert (decoded - torch.tensor(expected).view(3, 1, 1)).abs().max() <= 3
+
+
+def test_an_animated_gif_gives_its_first_frame_with_a_one_line_note(tmp_path, capsys):
+    from PIL import Image
+
+    path = tmp_path / "moving.gif"
+    frames = [Image.new("RGB", (8, 8), colour) for colour in ((255, 0, 0), (0, 0, 255))]
+    frames[0].save(path, save_all=True, append_images=frames[1:], duration=100)
+    decoded = decode(path).int()
+    assert decoded[0].min() > 240 and decoded[2].max() < 16  # red: the first frame
+    assert capsys.readouterr().err == f"note: {path} is animated (2 frames); using its first frame\n"
+
+
+@pytest.mark.parametrize("fmt", ["TIFF", "EPS", "PPM", "ICO"])
+def test_a_format_outside_the_allow_list_named_jpg_is_refused_by_its_content(tmp_path, monkeypatch, fmt):
+    from PIL import EpsImagePlugin, Image
+
+    path = tmp_path / "photo.jpg"
+    if fmt == "EPS":
+        path.write_bytes(b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 8 8\nshowpage\n")
+    else:
+        Image.new("RGB", (16, 16), (1, 2, 3)).save(path, format=fmt)
+    # Ghostscript must never start: a crafted EPS is a PostScript program
+    monkeypatch.setattr(EpsImagePlugin, "Ghostscript", lambda *a, **k: pytest.fail("Ghostscript ran"))
+    with pytest.raises(UserError) as caught:
+        decode(path)
+    assert str(caught.value) == (
+        f"{path} is not a readable image: by its content it is none of JPEG, PNG, WebP, BMP, GIF (the format is "
+        "read from the bytes, not the name, so an EPS or TIFF renamed .jpg is refused); convert it to one of "
+        "these, or remove or replace it, and rerun"
+    )
+
+
+@pytest.mark.parametrize("fmt", ["JPEG", "PNG", "WEBP", "BMP", "GIF"])
+def test_every_allowed_format_decodes_whatever_its_name(tmp_path, fmt):
+    from PIL import Image
+
+    path = tmp_path / "named-wrongly.jpg"
+    Image.new("RGB", (16, 16), (200, 100, 50)).save(path, format=fmt, **({"quality": 100} if fmt != "GIF" else {}))
+    assert (decode(path).int() - torch.tensor([200, 100, 50]).view(3, 1, 1)).abs().max() <= 12  # GIF's palette
+
+
+@pytest.mark.parametrize("size", [(8, 500_000), (500_000, 8), (21, 1)])
+def test_an_extreme_aspect_ratio_is_refused_from_the_header_before_any_resize(tmp_path, monkeypatch, size):
+    from helpers import png_claiming
+    from torchvision.transforms import functional as TF
+
+    from pipeline.data import MAX_ASPECT_RATIO, ImageShapeError
+
+    path = tmp_path / "strip.png"
+    path.write_bytes(png_claiming(*size))  # a stub body: decoding would fail, so the refusal is the header's
+    monkeypatch.setattr(TF, "resize", lambda *a, **k: pytest.fail("resized"))
+    width, height = size
+    with pytest.raises(ImageShapeError) as caught:
+        decode_image(path, 224, "crop", channels=3, max_pixels=10**7)
+    assert str(caught.value) == (
+        f"{path} is {width}x{height}, one side over {MAX_ASPECT_RATIO} times the other (the most resizing to a "
+        "square accepts, pipeline.data.MAX_ASPECT_RATIO); crop it to a less extreme shape or remove it"
+    )
+
+
+def test_an_aspect_ratio_of_exactly_20_to_1_is_decoded(tmp_path):
+    from PIL import Image
+
+    path = tmp_path / "banner.png"
+    Image.new("RGB", (200, 10), (9, 9, 9)).save(path)
+    assert torch.equal(decode(path), pixels(9, 9, 9).expand(3, 8, 8))
+
+
+def test_prepare_decodes_one_image_at_a_time_into_each_split_and_writes_the_same_bytes(tmp_path, monkeypatch):
+    """Decoded images used to pile up in a list, then a stacked copy, then each split's copy: now each is copied
+    into its split's tensor and dropped, so a folder of 100,000 images is not held several times over."""
+    import weakref
+
+    from PIL import Image
+
+    from pipeline import data
+    from pipeline.files import file_sha256
+
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 4), ("test", 2)):
+        for name in ("a", "b"):
+            for i in range(n):
+                (tmp_path / "in" / split / name).mkdir(parents=True, exist_ok=True)
+                pixels_ = rng.integers(0, 256, (30 + i, 40, 3), dtype=np.uint8)
+                Image.fromarray(pixels_).save(tmp_path / "in" / split / name / f"{i}.png")
+    alive, most = [], [0]
+    real = data.decode_image
+
+    def counted(*args, **kwargs):
+        image = real(*args, **kwargs)
+        alive.append(weakref.ref(image))
+        most[0] = max(most[0], sum(ref() is not None for ref in alive))
+        return image
+
+    monkeypatch.setattr(data, "decode_image", counted)
+    views = data.paper_views((16, 3), (24, 3))
+    result = data.prepare_image_folder(tmp_path / "in", tmp_path / "out", views, 10**6, 1)
+    assert most[0] == 1  # never two decoded images alive at once
+    assert result["counts"] == {"train": 6, "val": 2, "test": 4}
+    # the bytes the old code wrote: every image decoded, stacked, then split by index
+    monkeypatch.setattr(data, "decode_image", real)
+    for view, (size, channels, mode, mean, std) in views.items():
+        for split, rows in itertools.groupby(result["manifest"], key=lambda row: row[0]):
+            sources = [tmp_path / "in" / row[1] for row in rows]
+            images = torch.stack([real(p, size, mode, channels, 10**6) for p in sources])
+            labels = torch.tensor([result["classes"].index(p.parent.name) for p in sources])
+            expected = tmp_path / f"{view}-{split}.pt"
+            ImageSet(images, labels, result["classes"], tuple(mean), tuple(std)).save(expected)
+            assert file_sha256(data.split_file(tmp_path / "out", view, split)) == file_sha256(expected)

@@ -289,3 +289,82 @@ def test_interrupted_extraction_leaves_no_new_target(tmp_path, monkeypatch, had_
         fetch.safe_extract_zip(archive, target, max_bytes=1000)
     expected = {"a.zip", "images", "images/old.jpg"} if had_old_target else {"a.zip"}
     assert tree(tmp_path) == expected
+
+
+# --- bounded in size and time ------------------------------------------------------------------------
+
+
+def test_a_download_announcing_more_than_the_cap_is_refused_before_its_body(server, tmp_path, sleeps):
+    server.routes["/big.bin"] = [("ok", PAYLOAD)]  # 19,000 bytes
+    url = server.url("/big.bin")
+    with pytest.raises(fetch.TooLarge) as caught:
+        fetch.download(url, tmp_path / "big.bin", sha(PAYLOAD), max_bytes=10_000, progress=False)
+    assert str(caught.value) == (
+        f"{url} announces 19,000 bytes (0.0 MiB), over the download cap of 10,000 bytes (0.0 MiB); nothing was "
+        "saved. Check the URL, or if you trust the file, raise paper.max_download_mb in params.yaml"
+    )
+    assert server.hits["/big.bin"] == 1 and sleeps == []  # not retried
+    assert tree(tmp_path) == set()
+
+
+def test_a_server_streaming_zeros_without_a_length_is_stopped_at_the_cap(server, tmp_path, sleeps):
+    server.routes["/zeros"] = [("flood", 256 << 20)]  # would send 256 MiB
+    cap = 4 << 20
+    with pytest.raises(fetch.TooLarge, match="sends more than that, over the download cap of 4,194,304 bytes"):
+        fetch.download(server.url("/zeros"), tmp_path / "zeros", "0" * 64, max_bytes=cap, progress=False)
+    assert tree(tmp_path) == set()  # the partial file is gone
+    assert sleeps == []
+
+
+def test_a_server_sending_a_byte_at_a_time_ends_at_the_total_deadline(server, tmp_path, sleeps):
+    """Each read gets a byte well within the per-read timeout, so only a total deadline ends it."""
+    server.routes["/drip"] = [("drip", 0.2)]
+    url = server.url("/drip")
+    started = time.monotonic()
+    with pytest.raises(fetch.TooSlow) as caught:
+        fetch.download(url, tmp_path / "drip", "0" * 64, timeout_s=30.0, deadline_s=1.5, progress=False)
+    took = time.monotonic() - started
+    assert 1.5 <= took < 3.0, took
+    message = str(caught.value)
+    assert message.startswith(f"{url} did not finish downloading within the deadline of 1.5 s (")
+    assert " bytes received, " in message and message.endswith(
+        "); nothing was saved. The server is stalled or too slow: rerun later, or "
+        "raise paper.download_deadline_s in params.yaml for a slow connection"
+    )
+    assert server.hits["/drip"] == 1 and tree(tmp_path) == set()
+
+
+def test_the_deadline_bounds_retries_and_their_waits_too(server, tmp_path):
+    server.routes["/f.bin"] = [("hang", 5.0)]
+    started = time.monotonic()
+    with pytest.raises(fetch.TooSlow, match=r"deadline of 1 s \(0 bytes received, last error: TimeoutError"):
+        fetch.download(server.url("/f.bin"), tmp_path / "f.bin", sha(PAYLOAD), retries=5, backoff_s=0.3,
+                       timeout_s=0.4, deadline_s=1.0, progress=False)  # fmt: skip
+    assert time.monotonic() - started < 2.0
+    assert tree(tmp_path) == set()
+
+
+class _Called(Exception):
+    """Raised by a stand-in download once it has recorded its arguments."""
+
+
+def test_the_download_cap_and_deadline_are_params_the_stages_pass(tmp_path, monkeypatch):
+    from helpers import params_with
+
+    from pipeline import pretraining
+    from pipeline.stages import download as download_stage
+
+    params = params_with(paper={"max_download_mb": 3, "download_deadline_s": 7})
+    seen = []
+
+    def recorded(*args, **kwargs):
+        seen.append(kwargs)
+        raise _Called
+
+    monkeypatch.setattr(download_stage, "download", recorded)
+    monkeypatch.setattr(pretraining, "download", recorded)
+    with pytest.raises(_Called):
+        download_stage.obtain_image_folder(params.paper, tmp_path / "images", tmp_path / "downloads")
+    with pytest.raises(_Called):
+        pretraining.torchvision_weights(params.paper)
+    assert seen == [{"max_bytes": 3 << 20, "deadline_s": 7.0}] * 2

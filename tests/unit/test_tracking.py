@@ -296,3 +296,93 @@ def test_a_stage_run_records_system_metrics(tmp_path, monkeypatch):
         time.sleep(1.0)
     metrics = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").get_run(tracker.run_id).data.metrics
     assert "system/cpu_utilization_percentage" in metrics and "system/system_memory_usage_megabytes" in metrics
+
+
+# --- a locked SQLite store under many writers ---------------------------------------------------------
+
+
+def test_a_locked_database_is_retried_for_a_minute_or_two_not_a_few_seconds(monkeypatch):
+    """Three and a half seconds of backoff used to be all a write got before the tracker gave up."""
+    from pipeline import tracking
+
+    clock = [0.0]
+    monkeypatch.setattr(tracking.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(tracking.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s + 5.0))  # + SQLite's 5 s
+
+    def locked_until(t: float):
+        def action():
+            if clock[0] < t:
+                raise RuntimeError("(sqlite3.OperationalError) database is locked")
+            return "written"
+
+        return action
+
+    assert tracking._retry_when_locked(locked_until(90.0)) == "written"
+    clock[0] = 0.0
+    with pytest.raises(RuntimeError, match="database is locked"):
+        tracking._retry_when_locked(locked_until(10_000.0))
+    assert tracking._LOCKED_WAIT_S <= clock[0] <= tracking._LOCKED_WAIT_S + 8
+    with pytest.raises(ValueError):  # any other error is not retried
+        tracking._retry_when_locked(lambda: (_ for _ in ()).throw(ValueError("bug")))
+
+
+EIGHT_WRITERS = """
+import sys
+from pipeline.tracking import Tracker
+
+with Tracker("vit-contended", f"writer{sys.argv[1]}", {"stage": "x"}, {"n": sys.argv[1]}) as tracker:
+    for step in range(1, 6):
+        tracker.log_metrics({"val_acc": step / 10}, step=step)
+print("done", flush=True)
+"""
+
+
+@pytest.mark.e2e
+def test_eight_writers_behind_a_30_s_lock_record_every_run_and_metric_and_leave_none_running(tmp_path):
+    """A writer holds mlflow.db for 30 s (SQLite's 5 s wait per attempt and the old backoff gave up after ~23 s)
+    while eight tracking processes start: every run ends FINISHED with all its metrics, none is left RUNNING or
+    marked KILLED, and nobody warns."""
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    import mlflow
+    from project_copy import clean_env
+
+    from pipeline.tracking import Tracker
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = {**clean_env(), "MLFLOW_TRACKING_URI": uri, "DVC_ROOT": str(tmp_path), "PIPELINE_SYSTEM_METRICS": "0",
+           "PYTHONPATH": str(__import__("pathlib").Path(__file__).resolve().parents[2])}  # fmt: skip
+    with pytest.MonkeyPatch.context() as patch:  # the store's tables exist before the writers meet the lock
+        patch.setenv("MLFLOW_TRACKING_URI", uri)
+        patch.setenv("PIPELINE_SYSTEM_METRICS", "0")
+        with Tracker("vit-contended", "setup", {}, {}):
+            pass
+    holder = sqlite3.connect(tmp_path / "mlflow.db", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", EIGHT_WRITERS, str(n)],
+            env=env,
+            cwd=tmp_path,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )  # fmt: skip
+        for n in range(8)
+    ]
+    try:
+        time.sleep(30)
+    finally:
+        holder.rollback()
+        holder.close()
+    results = [writer.communicate(timeout=600) for writer in writers]
+    assert all(out == "done\n" and "warning: MLflow" not in err for out, err in results), results
+    client = mlflow.MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("vit-contended").experiment_id])
+    writers_runs = [r for r in runs if r.info.run_name.startswith("writer")]
+    assert sorted(r.info.run_name for r in writers_runs) == [f"writer{n}" for n in range(8)]
+    assert {r.info.status for r in runs} == {"FINISHED"}  # none RUNNING, none KILLED
+    assert all(len(client.get_metric_history(r.info.run_id, "val_acc")) == 5 for r in writers_runs)
