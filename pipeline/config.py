@@ -89,6 +89,8 @@ class PaperConfig:
         )
         _check(re.fullmatch(r"[0-9a-f]{8,64}", self.weights_sha256) is not None, f"{key}.weights_sha256",
                "must be 8 to 64 lowercase hex digits (a sha256 or its prefix)")  # fmt: skip
+        _check(self.folder.strip() != "", f"{key}.folder", "must name a folder: data/paper_folder (the default: "
+               "while it holds no images, the pinned zip paper.url is used) or a folder of your own")  # fmt: skip
         _check(self.max_extract_mb > 0, f"{key}.max_extract_mb", "must be positive")
         _check(self.max_download_mb > 0, f"{key}.max_download_mb", "must be positive")
         _check(0 < self.download_deadline_s < math.inf, f"{key}.download_deadline_s", "must be positive and finite")

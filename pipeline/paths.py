@@ -3,6 +3,7 @@
 from pathlib import Path
 
 RAW = Path("data/raw")
+PAPER_FOLDER = Path("data/paper_folder")  # paper.folder's default: your images, or (while it has none) the zip
 DOWNLOADS = Path("data/downloads")  # a cache of archives, outside DVC's outputs so reruns skip the network
 PREPARED = Path("data/prepared")
 MODELS = Path("models")

@@ -22,10 +22,11 @@ def clean_env() -> dict[str, str]:
 
 
 def copy_project(target: Path) -> None:
-    """The package, dvc.yaml, params.yaml and .gitignore, copied into ``target``."""
+    """The package, dvc.yaml, params.yaml, .gitignore and the default paper.folder, copied into ``target``."""
     shutil.copytree(REPO / "pipeline", target / "pipeline", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("dvc.yaml", "params.yaml", ".gitignore"):
         shutil.copy(REPO / name, target / name)
+    shutil.copytree(REPO / "data/paper_folder", target / "data/paper_folder")  # paper.folder's default: a dep
 
 
 def merged(base: dict, changes: dict) -> dict:

@@ -59,11 +59,17 @@ def copy_tree_atomically(source: Path, target: Path) -> None:
 
 
 def obtain_image_folder(config: PaperConfig, target: Path, downloads: Path) -> Path:
-    """The paper preset's images in ``target/{train,test}/<class>/``, from a local folder or the pinned zip."""
-    if config.folder:
-        source = Path(config.folder).expanduser()
-        if not source.is_dir():
-            raise UserError(f'paper.folder {source} is not a folder; fix the path in params.yaml or set it to ""')
+    """The paper preset's images in ``target/{train,test}/<class>/``, from ``paper.folder`` or, while that is the
+    default folder and holds no subfolder, the pinned zip."""
+    source = Path(config.folder).expanduser()
+    if not source.is_dir():
+        raise UserError(
+            f"paper.folder {source} is not a folder; fix the path in params.yaml, or set it back to "
+            f"{paths.PAPER_FOLDER} (while that holds no images, the pinned zip paper.url is used)"
+        )
+    default = source.resolve() == paths.PAPER_FOLDER.resolve()
+    use_zip = default and not any(child.is_dir() for child in source.iterdir())  # the default, still empty
+    if not use_zip:
         list_image_folder(find_split_root(source))  # reject a bad layout before copying anything
         copy_tree_atomically(find_split_root(source), target)
         return target
