@@ -19,6 +19,9 @@ log = logging.getLogger(__name__)
 # Turns a batch of stored inputs (uint8 images or float features) into model inputs.
 PrepareBatch = Callable[[torch.Tensor, bool, torch.Generator], torch.Tensor]
 RecordCallback = Callable[[dict], bool | None]  # a true return stops training after this record
+# (model, index batch) -> (the batch's mean loss, how many predictions were right, how many were made): an
+# objective other than classifying ``inputs`` into ``labels`` (masked patch prediction), run under autocast
+StepLoss = Callable[[nn.Module, torch.Tensor], tuple[torch.Tensor, torch.Tensor, int]]
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,14 @@ def identity_batch(inputs: torch.Tensor, train: bool, generator: torch.Generator
 def epoch_steps(epochs: int, n: int, batch_size: int) -> int:
     """Optimiser steps in ``epochs`` passes over ``n`` examples (each epoch's last batch may be short)."""
     return epochs * math.ceil(n / batch_size)
+
+
+def epoch_recipe(optimiser, n: int, batch_size: int, epochs: int | None = None) -> tuple[Recipe, int]:
+    """The one binding from epochs to steps: the recipe of ``epochs`` (default ``optimiser.epochs``) passes over
+    ``n`` examples, and the steps of one epoch (every stage records once per epoch)."""
+    steps_per_epoch = epoch_steps(1, n, batch_size)
+    epochs = optimiser.epochs if epochs is None else epochs
+    return Recipe.of(optimiser, batch_size, epochs * steps_per_epoch), steps_per_epoch
 
 
 def epoch_batches(n: int, batch_size: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
@@ -160,6 +171,7 @@ def train(
     eval_batch_size: int = 256,
     on_record: RecordCallback | None = None,
     description: str = "train",
+    step_loss: StepLoss | None = None,
 ) -> list[dict]:
     """Trains ``model`` in place with cross-entropy for ``recipe.steps`` steps; returns its records.
 
@@ -168,7 +180,9 @@ def train(
     (the record's number: an epoch where ``record_every`` is an epoch's steps), ``step``, ``train_loss`` and
     ``train_acc`` over every image since the last record (weighted per image) and, for each named set in
     ``evaluations``, ``<name>_loss`` and ``<name>_acc`` over all of it, scored through ``prepare`` with
-    training off. ``on_record`` sees each record; a true return ends training there.
+    training off. ``on_record`` sees each record; a true return ends training there. ``step_loss`` replaces
+    the classification objective (``inputs`` and ``labels`` then only give the data's size; ``train_acc`` is
+    its right / made over the record), one process only.
 
     Raises:
         NonFiniteLossError: the loss became NaN or infinite, with the epoch, step and likely cause.
@@ -190,21 +204,26 @@ def train(
     with progress_bar(recipe.steps, description) as bar:
         for step in range(1, recipe.steps + 1):
             index = next(batches)
-            # every rank prepares the whole batch, so that augmentation draws keep the generators in step
-            batch_inputs, batch_labels = prepare(inputs[index], True, generator), labels[index]
-            if runtime.world_size > 1:  # this rank's shard of the global batch
-                shard = slice(runtime.rank, None, runtime.world_size)
-                batch_inputs, batch_labels = batch_inputs[shard], batch_labels[shard]
-            batch_inputs, batch_labels = runtime.to_device(batch_inputs), runtime.to_device(batch_labels)
-            with runtime.autocast():
-                logits = step_model(batch_inputs)
-            loss = global_batch_loss(logits.float(), batch_labels, len(index), runtime)
+            if step_loss is not None:
+                with runtime.autocast():
+                    loss, right, made = step_loss(model, index)
+            else:
+                # every rank prepares the whole batch, so that augmentation draws keep the generators in step
+                batch_inputs, batch_labels = prepare(inputs[index], True, generator), labels[index]
+                if runtime.world_size > 1:  # this rank's shard of the global batch
+                    shard = slice(runtime.rank, None, runtime.world_size)
+                    batch_inputs, batch_labels = batch_inputs[shard], batch_labels[shard]
+                batch_inputs, batch_labels = runtime.to_device(batch_inputs), runtime.to_device(batch_labels)
+                with runtime.autocast():
+                    logits = step_model(batch_inputs)
+                loss = global_batch_loss(logits.float(), batch_labels, len(index), runtime)
+                right, made = (logits.detach().argmax(dim=1) == batch_labels).sum(), len(index)
             optimizer_step(loss, optimizer, scheduler, parameters, recipe.grad_clip)
             # the first step whose loss is not finite, 0 while every loss is: a device op, no wait
             first_bad = torch.where((first_bad == 0) & ~torch.isfinite(loss.detach()), step, first_bad)
-            loss_sum += loss.detach() * len(index)
-            correct += (logits.detach().argmax(dim=1) == batch_labels).sum()
-            seen += len(index)
+            loss_sum += loss.detach() * made
+            correct += right
+            seen += made
             bar.update(1)
             if step % record_every == 0 or step == recipe.steps:
                 bad_step = int(first_bad.item())

@@ -18,16 +18,7 @@ from torch import nn
 
 from pipeline.config import MaskedPatchConfig
 from pipeline.data import ImageSet
-from pipeline.engine import (
-    NonFiniteLossError,
-    Recipe,
-    epoch_batches,
-    epoch_steps,
-    lr_factor,
-    make_optimizer,
-    optimizer_step,
-    progress_bar,
-)
+from pipeline.engine import epoch_recipe, train
 from pipeline.model import ViT
 from pipeline.runtime import Runtime
 
@@ -78,37 +69,28 @@ class MaskedPatchModel(nn.Module):
         logits = self.patch_head(z[:, 1:])[corrupted]  # (number corrupted, classes)
         target = self.targets(pixels)[corrupted]
         loss = F.cross_entropy(logits.float(), target)
-        return loss, (logits.argmax(dim=1) == target).sum().item(), len(target)
+        return loss, (logits.detach().argmax(dim=1) == target).sum(), len(target)
 
 
 def pretrain_masked_patch(
     model: MaskedPatchModel, images: ImageSet, cfg: MaskedPatchConfig, runtime: Runtime, generator: torch.Generator,
     on_record,
 ) -> list[dict]:  # fmt: skip
-    """``cfg``'s epochs of masked patch prediction on ``images`` (labels unused); one record per epoch."""
-    steps_per_epoch = epoch_steps(1, len(images), cfg.batch_size)
-    recipe = Recipe.of(cfg, cfg.batch_size, cfg.epochs * steps_per_epoch)
-    parameters = [p for p in model.parameters() if p.requires_grad]
-    optimizer = make_optimizer(parameters, recipe)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, recipe.steps, recipe))
-    batches = epoch_batches(len(images), cfg.batch_size, generator)
-    history, loss_sum, correct, seen = [], 0.0, 0, 0
-    model.train()
-    with progress_bar(recipe.steps, "masked patch") as bar:
-        for step in range(1, recipe.steps + 1):
-            pixels = images.images[next(batches)]
-            inputs = runtime.to_device(images.normalise(pixels))
-            with runtime.autocast():
-                loss, right, count = model.loss(inputs, runtime.to_device(pixels), cfg.mask_fraction, generator)
-            if not torch.isfinite(loss):
-                raise NonFiniteLossError(
-                    f"the masked-patch loss became {loss.item()} at step {step}; lower masked_patch.lr in params.yaml"
-                )
-            optimizer_step(loss, optimizer, scheduler, parameters, recipe.grad_clip)
-            loss_sum, correct, seen = loss_sum + loss.item() * count, correct + right, seen + count
-            bar.update(1)
-            if step % steps_per_epoch == 0:
-                history.append({"epoch": len(history) + 1, "train_loss": loss_sum / seen, "patch_acc": correct / seen})
-                on_record(history[-1])
-                loss_sum, correct, seen = 0.0, 0, 0
-    return history
+    """``cfg``'s epochs of masked patch prediction on ``images`` (labels unused), through the one training loop
+    (:func:`pipeline.engine.train`: its optimiser, schedule, clipping and non-finite check); one record per epoch,
+    ``train_loss`` and ``patch_acc`` over its corrupted patches."""
+    recipe, steps_per_epoch = epoch_recipe(cfg, len(images), cfg.batch_size)
+
+    def step_loss(model: MaskedPatchModel, index: torch.Tensor):
+        pixels = images.images[index]
+        inputs = runtime.to_device(images.normalise(pixels))
+        return model.loss(inputs, runtime.to_device(pixels), cfg.mask_fraction, generator)
+
+    def patch_record(record: dict) -> dict:
+        return {"epoch": record["epoch"], "train_loss": record["train_loss"], "patch_acc": record["train_acc"]}
+
+    history = train(
+        model, images.images, images.labels, recipe, runtime, generator, record_every=steps_per_epoch,
+        on_record=lambda record: on_record(patch_record(record)), description="masked patch", step_loss=step_loss,
+    )  # fmt: skip
+    return [patch_record(record) for record in history]
