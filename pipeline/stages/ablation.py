@@ -23,9 +23,9 @@ from pipeline.curve import seed_subset, sweep_train_set, val_set
 from pipeline.data import load_split
 from pipeline.errors import stage_main
 from pipeline.files import write_json, write_text
-from pipeline.metrics import spread
 from pipeline.plotting import SERIES, epochs_csv
 from pipeline.runtime import resolve_runtime
+from pipeline.stats import spread
 from pipeline.tracking import stage_tracker
 
 OUTPUT = paths.METRICS / "ablation.json"

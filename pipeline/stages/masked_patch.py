@@ -20,8 +20,9 @@ from pipeline.files import save_tensors, write_json
 from pipeline.masked_patch import MaskedPatchModel, pretrain_masked_patch
 from pipeline.model import ViT, vit_config
 from pipeline.runtime import resolve_runtime, seed_everything
-from pipeline.scale import Trunk, features, few_shot
+from pipeline.scale import few_shot
 from pipeline.tracking import stage_tracker
+from pipeline.trunk import Trunk, features
 
 OUTPUT = paths.METRICS / "pretraining_scale" / "vit_masked_patch.json"
 MODEL = paths.MASKED_PATCH

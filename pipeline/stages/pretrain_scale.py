@@ -23,8 +23,9 @@ from pipeline.errors import UserError, stage_main
 from pipeline.files import write_json
 from pipeline.pretraining import load_backbone, train_on_pool
 from pipeline.runtime import resolve_runtime, seed_everything
-from pipeline.scale import ARCHES, Trunk, build_backbone, features, few_shot
+from pipeline.scale import ARCHES, few_shot
 from pipeline.tracking import stage_tracker
+from pipeline.trunk import Trunk, build_backbone, features
 
 OUTPUT = paths.METRICS / "pretraining_scale"
 NOT_OFFLINE = "the paper preset's backbone is ImageNet's; the pretraining-size axis needs the offline pool"
