@@ -9,12 +9,12 @@ import dataclasses
 
 import torch
 
-from pipeline.arms import linear
+from pipeline.arms import REGISTRY, linear
 from pipeline.arms.common import Curve, fit_seed
 from pipeline.data import ImageSet
 from pipeline.model import ViT
 
-VIEW = linear.VIEW
+VIEW = REGISTRY["finetune"].view
 
 
 def point_data(curve: Curve, point: int) -> dict:

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from pipeline import paths
+from pipeline.arms import REGISTRY
 from pipeline.arms.common import Curve, load_point, probe_record
 from pipeline.curve import seed_subset
 from pipeline.data import ImageSet, batch_preparer
@@ -21,7 +22,7 @@ from pipeline.pretraining import load_backbone
 from pipeline.probe import Probe, fit_probe
 from pipeline.runtime import Runtime
 
-VIEW = "pretrained"
+VIEW = REGISTRY["linear"].view
 
 
 def point_data(curve: Curve, point: int) -> dict:

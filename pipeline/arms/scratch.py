@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from pipeline import paths
+from pipeline.arms import DECAY_VARIANTS, REGISTRY
 from pipeline.arms.common import Curve, fit_seed, load_point
 from pipeline.config import ScratchRecipe
 from pipeline.data import ImageSet, batch_preparer
@@ -16,7 +17,7 @@ from pipeline.metrics import collapse
 from pipeline.model import ViT, vit_config
 from pipeline.runtime import Runtime, seed_everything
 
-VIEW = "scratch"
+VIEW = REGISTRY["scratch"].view
 
 
 def point_data(curve: Curve, point: int) -> dict:
@@ -65,12 +66,6 @@ def evaluate_scratch(
     return results, model
 
 
-# The collapse study's variants: seed 000's recipe with only the optimiser's handling of weight decay changed.
-DECAY_VARIANTS = {
-    "adam_l2": ("adam", None),  # seed 000: Adam, the decay added to the gradient (L2), at the recipe's value
-    "adamw": ("adamw", None),  # the paper's: decay decoupled from the adaptive step, the same value
-    "adam_no_decay": ("adam", 0.0),
-}
 FIRST_ATTENTION = "encoder.layers.encoder_layer_0.self_attention.in_proj_weight"
 
 
@@ -89,7 +84,7 @@ def train_decay_variant(
 ) -> tuple[ViT, list[dict]]:  # fmt: skip
     """One seed of one variant for the recipe's epochs, with the weight RMS and validation scores per epoch
     (epoch 0: at initialisation)."""
-    optimizer, decay = DECAY_VARIANTS[variant]
+    optimizer, decay = DECAY_VARIANTS[variant].optimizer, DECAY_VARIANTS[variant].weight_decay
     changed = dataclasses.replace(
         recipe, optimizer=optimizer, weight_decay=recipe.weight_decay if decay is None else decay
     )
