@@ -1,18 +1,16 @@
-"""Arm ``scratch``: the preset's ViT from random initialisation. Its checkpoints, its evaluation and its
-curve runs."""
+"""Arm ``scratch``: the preset's ViT from random initialisation. Its evaluation, its curve runs and the
+ablation's decay variants (its checkpoints: :mod:`pipeline.checkpoints`)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from pipeline import paths
 from pipeline.arms import DECAY_VARIANTS, REGISTRY
 from pipeline.arms.common import Curve, fit_seed, load_point
+from pipeline.checkpoints import load_scratch_weights
 from pipeline.config import ScratchRecipe
 from pipeline.data import ImageSet, batch_preparer
 from pipeline.engine import Evaluation, Recipe, epoch_steps, evaluate, train
-from pipeline.errors import UserError
-from pipeline.files import load_tensors
 from pipeline.metrics import collapse
 from pipeline.model import ViT, vit_config
 from pipeline.runtime import Runtime, seed_everything
@@ -33,20 +31,6 @@ def run_seed(curve: Curve, data: dict, seed: int, lr: float) -> dict:
     return fit_seed(curve, data, seed, lr, "scratch", build)
 
 
-def load_scratch(model_name: str, num_classes: int, seed: int, runtime: Runtime) -> ViT:
-    """The from-scratch ViT (preset ``model_name``) of one seed, in eval mode."""
-    model = ViT(vit_config(model_name, num_classes=num_classes))
-    state = load_tensors(paths.scratch_model(seed))
-    try:
-        model.load_state_dict(state, strict=True)
-    except RuntimeError as error:
-        raise UserError(
-            f"{paths.scratch_model(seed)} does not fit model {model_name!r} with {num_classes} classes "
-            f"({str(error).splitlines()[0]}); rerun `dvc repro`"
-        ) from None
-    return model.to(runtime.device).eval()
-
-
 def evaluate_scratch(
     model_name: str, seeds: list[int], test_set: ImageSet, runtime: Runtime, batch_size: int
 ) -> tuple[dict[int, Evaluation], ViT]:
@@ -54,7 +38,7 @@ def evaluate_scratch(
     model = ViT(vit_config(model_name, num_classes=len(test_set.classes))).to(runtime.device)
     results = {}
     for seed in seeds:
-        model.load_state_dict(load_tensors(paths.scratch_model(seed)), strict=True)
+        load_scratch_weights(model, model_name, seed)
         results[seed] = evaluate(
             model,
             test_set.images,

@@ -15,13 +15,14 @@ import json
 import sys
 
 from pipeline import paths
+from pipeline.checkpoints import load_backbone
 from pipeline.config import Params, load_params
 from pipeline.curve import seed_subset, sweep_train_set, val_set
 from pipeline.data import load_split
 from pipeline.engine import count_parameters
 from pipeline.errors import UserError, stage_main
 from pipeline.files import write_json
-from pipeline.pretraining import load_backbone, train_on_pool
+from pipeline.pretraining import train_on_pool
 from pipeline.runtime import resolve_runtime, seed_everything
 from pipeline.scale import ARCHES, few_shot
 from pipeline.tracking import stage_tracker

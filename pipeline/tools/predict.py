@@ -18,9 +18,7 @@ from pathlib import Path
 import torch
 
 from pipeline import paths
-from pipeline.arms.linear import load_linear
-from pipeline.arms.scratch import load_scratch
-from pipeline.checkpoints import read_model_card
+from pipeline.checkpoints import CARD_FOLDERS, card_files, load_from_card, read_model_card
 from pipeline.config import load_params
 from pipeline.data import ImageTooLargeError, decode_image, normalise
 from pipeline.errors import UserError, stage_main
@@ -51,26 +49,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-CARDS = {"scratch": paths.SCRATCH_MODELS, "linear": paths.LINEAR_PROBES}  # where each arm's model card lies
-
-
 def load_model(card: dict, arm: str, seed: int, runtime: Runtime) -> ViT:
     """The trained model of ``arm`` and ``seed``, built from its card's architecture, in eval mode.
 
     Raises:
         UserError: the model file is missing (run `dvc repro` or `dvc pull`) or does not fit.
     """
-    source = card.get("backbone", "supervised")  # cards from before offline.backbone existed: supervised
-    needed = [paths.scratch_model(seed)] if arm == "scratch" else [paths.BACKBONES[source], paths.linear_probe(seed)]
-    for path in needed:
+    for path in card_files(card, arm, seed):
         if not path.is_file():
             raise UserError(
                 f"{path} is missing: no trained {arm} model for seed {seed}. Run `dvc repro` to train it "
                 "(or `dvc pull` to fetch the team's), or pick a trained seed with --seed"
             )
-    if arm == "scratch":
-        return load_scratch(card["model_name"], len(card["classes"]), seed, runtime)
-    return load_linear(card["model_name"], source, len(card["classes"]), seed, runtime)
+    return load_from_card(card, arm, seed, runtime)
 
 
 def load_image(path: Path, size: int, mode: str, channels: int, invert: bool, max_pixels: int) -> torch.Tensor:
@@ -105,7 +96,7 @@ def main() -> None:
     args = parse_args(sys.argv[1:])
     params = load_params()
     arm = args.model
-    card = read_model_card(CARDS[arm])  # architecture, classes, mean/std and transform of the arm's models
+    card = read_model_card(CARD_FOLDERS[arm])  # architecture, classes, mean/std and transform of the arm's models
     seed = card["seeds"][0] if args.seed is None else args.seed
     runtime = resolve_runtime(params.runtime)
     model = load_model(card, arm, seed, runtime)

@@ -12,7 +12,7 @@ import torch
 import yaml
 from helpers import CPU, params_with
 
-from pipeline import arms, curve, data, paths, plotting
+from pipeline import arms, checkpoints, curve, data, paths, plotting
 from pipeline.arms import finetune as finetune_arm
 from pipeline.arms import linear as linear_arm
 from pipeline.arms import scratch as scratch_arm
@@ -234,7 +234,7 @@ def test_the_test_set_chooses_nothing(tiny_project):
 def test_finetune_model_keeps_the_backbone_and_adds_a_zero_head():
     torch.manual_seed(0)
     backbone = ViT(vit_config("tiny", num_classes=10))
-    model = finetune_arm.finetune_model(backbone, 3)
+    model = checkpoints.finetune_model(backbone, 3)
     assert model.heads.head.weight.shape == (3, 32) and not model.heads.head.weight.any()
     assert torch.equal(model.conv_proj.weight, backbone.conv_proj.weight)
     assert all(p.requires_grad for p in model.parameters())
