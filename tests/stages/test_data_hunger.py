@@ -96,13 +96,14 @@ def test_config_rejects_bad_sweeps_and_matches_dvc_yaml():
     with pytest.raises(ConfigError, match="data_hunger.scratch.lrs must not repeat"):
         params_with(data_hunger={"scratch": {"lrs": [0.001, 0.001]}})
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
-    for stage, arm in (("sweep_scratch", "scratch"), ("sweep_cnn", "cnn"), ("sweep_pixels", "pixels")):
-        assert stages[stage]["matrix"] == {"point": "${data_hunger.points}"}
-        assert stages[stage]["cmd"] == f"python -m pipeline.stages.sweep {arm} ${{item.point}}"
+    for name, arm in arms.REGISTRY.items():  # an arm's own matrix over the points, or one shared (arm x point)
+        spec = stages[arm.dvc_stage]
+        shared = "arm" in spec["matrix"]
+        assert spec["matrix"]["point"] == "${data_hunger.points}" and (not shared or name in spec["matrix"]["arm"])
+        assert spec["cmd"] == f"python -m pipeline.stages.sweep {'${item.arm}' if shared else name} ${{item.point}}"
     assert stages["sweep_pretrained"]["matrix"] == {"arm": ["linear", "finetune"], "point": "${data_hunger.points}"}
-    assert sorted(["scratch", "cnn", "pixels", *stages["sweep_pretrained"]["matrix"]["arm"]]) == sorted(arms.ARMS)
     assert "metrics/data_hunger" in stages["data_hunger"]["deps"]  # the folder of every item's point file
-    names = ("sweep_scratch", "sweep_cnn", "sweep_pretrained", "sweep_pixels")
+    names = sorted({arm.dvc_stage for arm in arms.REGISTRY.values()})
     outs = [next(iter(out)) for name in names for out in stages[name]["outs"]]
     assert all(out.startswith("metrics/data_hunger/") for out in outs)
 
