@@ -7,13 +7,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pipeline.arms.linear import load_head
+from pipeline.checkpoints import load_backbone, load_head
 from pipeline.data import ImageSet
 from pipeline.engine import evaluate, extract_features
-from pipeline.metrics import spread
 from pipeline.model import ViT
-from pipeline.pretraining import load_backbone
 from pipeline.runtime import Runtime
+from pipeline.stats import spread
 
 MAX_IMAGES = 4  # the first test image of each class, for at most this many classes
 

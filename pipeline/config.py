@@ -13,6 +13,7 @@ from typing import Literal
 
 import yaml
 
+from pipeline.arms import DECAY_VARIANTS, TRAINED
 from pipeline.errors import UserError
 
 PARAMS_FILE = Path("params.yaml")
@@ -230,7 +231,9 @@ class GridOptimiser:
 
 
 @dataclass(frozen=True)
-class DataHungerConfig:
+class _DataHungerShared:
+    """data_hunger's values shared by every arm; :data:`DataHungerConfig` adds one optimiser per trained arm."""
+
     points: list[int]
     offline_sizes: list[int]
     paper_fractions: list[float]
@@ -243,9 +246,6 @@ class DataHungerConfig:
     probe_regs: list[float]  # the few-shot probe's ridge grid, times the mean eigenvalue of X^T X
     logreg_max_per_class: int
     cnn_widths: list[int]
-    scratch: GridOptimiser  # the trained arms' optimisers (pipeline.arms.TRAINED)
-    cnn: GridOptimiser
-    finetune: GridOptimiser
 
     def budget(self, n_train: int) -> tuple[int, int]:
         """(step cap, steps between validation scores) of a trained run on ``n_train`` images: ``max_epochs``
@@ -279,8 +279,17 @@ class DataHungerConfig:
                f"must be in increasing order (a choice at either end is flagged), got {self.probe_regs}")  # fmt: skip
         _check(len(self.probe_regs) >= 1 and all(0 < r < math.inf for r in self.probe_regs), f"{key}.probe_regs",
                f"must list positive, finite ridge strengths, got {self.probe_regs}")  # fmt: skip
-        for arm in ("scratch", "cnn", "finetune"):
+        for arm in TRAINED:
             getattr(self, arm).validate(f"{key}.{arm}")
+
+
+# The trained arms' optimisers (pipeline.arms.TRAINED), one field each after the shared ones, in the registry's
+# order: registering a trained arm asks for its data_hunger section, and a missing one fails with its key's name.
+DataHungerConfig = dataclasses.make_dataclass(
+    "DataHungerConfig", [(arm, GridOptimiser) for arm in TRAINED], bases=(_DataHungerShared,), frozen=True,
+    namespace={"__module__": __name__, "__doc__": "params.yaml's data_hunger: the shared values, then each trained "
+               "arm's optimiser with its grid of learning rates."},
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -320,8 +329,8 @@ class MaskedPatchConfig(EpochRecipe):
         _check(1 <= self.bits <= 8, f"{key}.bits", "must be between 1 and 8")
 
 
-# The collapse, isolated: seed 000's recipe with only its weight decay changed (pipeline/stages/ablation.py).
-AblationVariant = Literal["adam_l2", "adamw", "adam_no_decay"]
+# The collapse, isolated: seed 000's recipe with only its weight decay changed (pipeline.arms.DECAY_VARIANTS).
+AblationVariant = Literal[tuple(DECAY_VARIANTS)]
 
 
 @dataclass(frozen=True)

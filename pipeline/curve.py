@@ -102,10 +102,6 @@ def sweep_sizes(cfg: DataHungerConfig, preset: str, labels: torch.Tensor, num_cl
     return sizes
 
 
-def parameter_count(n: int) -> str:
-    return f"{n / 1e6:.2g}M" if n >= 100_000 else f"{n:,}"
-
-
 def read_points(points: list[int], arms=ARMS) -> dict[str, list[dict]]:
     """Every point's summary, per arm, in size order."""
     summaries = {}

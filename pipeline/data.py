@@ -113,6 +113,16 @@ def manifest_rows(split: str, images: torch.Tensor, labels: torch.Tensor, classe
         yield split, source, classes[int(label)], sha256_bytes(image.numpy().tobytes())
 
 
+def find_split_root(folder: Path) -> Path:
+    """The folder holding ``train/`` and ``test/``: ``folder`` itself or its only subfolder."""
+    if (folder / "train").is_dir():
+        return folder
+    children = [p for p in folder.iterdir() if p.is_dir() and not p.name.startswith((".", "__MACOSX"))]
+    if len(children) == 1 and (children[0] / "train").is_dir():
+        return children[0]
+    raise UserError(f"{folder} has no train/ and test/ folders; the dataset must be in ImageFolder layout")
+
+
 def list_image_folder(root: Path) -> tuple[list[str], dict[str, list[tuple[Path, int]]]]:
     """Classes and (file, label) pairs of an ImageFolder tree ``root/{train,test}/<class>/<image>``, as
     torchvision's ``ImageFolder`` finds them (``find_classes``, ``make_dataset`` with our image suffixes).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import io
 import json
@@ -207,3 +208,35 @@ def read_json(path: Path) -> dict:
     if not path.is_file():
         raise UserError(f"{path} is missing; run `dvc repro` (an earlier stage makes it)")
     return json.loads(path.read_text())
+
+
+def _copy_file(source: str, target: str) -> None:
+    """copytree's copy, raising a full disk at once: copytree gathers each file's OSError into one
+    ``shutil.Error`` of strings, which hides the errno (and would go on copying onto a full disk)."""
+    try:
+        shutil.copy2(source, target)
+    except OSError as error:
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise UserError(
+                f"the disk is full ({error.strerror}) while copying {source}; nothing was kept (the copy is made in "
+                "a temporary folder, now removed, and the previous data/raw is intact): free disk space and rerun"
+            ) from None
+        raise
+
+
+def copy_tree_atomically(source: Path, target: Path) -> None:
+    """Copies ``source`` to ``target`` through a temporary folder, so ``target`` is whole or absent.
+
+    Raises:
+        UserError: the disk filled up, or files could not be read (named, with the first reason).
+    """
+    with atomic_dir(target) as tmp:
+        try:
+            shutil.copytree(source, tmp, dirs_exist_ok=True, copy_function=_copy_file)
+        except shutil.Error as error:
+            failures = error.args[0]
+            first = failures[0] if isinstance(failures, list) and failures else (source, "", str(error))
+            raise UserError(
+                f"{len(failures) if isinstance(failures, list) else 1} file(s) of {source} could not be copied "
+                f"(first: {first[0]}: {first[-1]}); nothing was kept. Fix their permissions or remove them, and rerun"
+            ) from None

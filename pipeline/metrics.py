@@ -1,43 +1,20 @@
-"""Per-image test metrics, baselines and seed statistics for the evaluate stage."""
+"""Per-image test metrics and baselines for the evaluate stage (seed statistics: :mod:`pipeline.stats`)."""
 
 from __future__ import annotations
 
 import csv
 import io
-import math
 import statistics
 
 import numpy as np
 import torch
 from torch import nn
 
-from pipeline.engine import Evaluation, count_parameters
 from pipeline.files import tensor_bytes
+from pipeline.stats import spread
 
 # sklearn is imported inside the functions that use it: it takes 1.4 s, which every stage process
 # (about 35 in a full `dvc repro`) would otherwise pay whether or not it fits a baseline.
-
-
-def numeric_leaves(tree: dict, prefix: str = "") -> dict[str, float]:
-    """Every number in a metrics mapping under its dotted path (``scratch.test_acc.mean``), for MLflow;
-    lists (per-seed values) are left out, their mean and std are leaves already."""
-    leaves: dict[str, float] = {}
-    for key, value in tree.items():
-        path = f"{prefix}{key}"
-        if isinstance(value, dict):
-            leaves.update(numeric_leaves(value, f"{path}."))
-        elif isinstance(value, int | float) and not isinstance(value, bool):
-            leaves[path] = float(value)
-    return leaves
-
-
-def spread(values: list[float]) -> dict:
-    """Mean, sample standard deviation (0 for one seed) and the per-seed values."""
-    return {
-        "mean": statistics.fmean(values),
-        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-        "per_seed": list(values),
-    }
 
 
 def per_class(labels: torch.Tensor, predictions: torch.Tensor, classes: list[str]) -> dict:
@@ -104,8 +81,10 @@ def baselines(train_images: torch.Tensor, train_labels: torch.Tensor, test_image
 MB = 2**20
 
 
-def summarise(results: dict[int, Evaluation], labels: torch.Tensor, classes: list[str], model: nn.Module,
+def summarise(results: dict, labels: torch.Tensor, classes: list[str], model: nn.Module, total: int,
               trainable: int) -> dict:  # fmt: skip
+    """Each seed's ``engine.Evaluation`` (``results``) of ``model`` summed up for metrics/evaluate.json, with its
+    ``total`` and ``trainable`` parameter counts."""
     evaluations = list(results.values())
     state = {k: v.cpu() for k, v in model.state_dict().items()}
     head = {k: v for k, v in state.items() if k.startswith("heads.")}
@@ -115,7 +94,7 @@ def summarise(results: dict[int, Evaluation], labels: torch.Tensor, classes: lis
         "per_class": mean_per_class([per_class(labels, e.predictions, classes) for e in evaluations]),
         "collapse": sum(collapse(e.predictions) for e in evaluations) / len(evaluations),
         "file_size_mb": {"model": len(tensor_bytes(state)) / MB, "head": len(tensor_bytes(head)) / MB},
-        "params": {"total": count_parameters(model), "trainable": trainable},
+        "params": {"total": total, "trainable": trainable},
     }
 
 
@@ -132,50 +111,3 @@ def predictions_csv(labels: torch.Tensor, predictions: dict[int, torch.Tensor], 
     for seed, predicted in predictions.items():
         writer.writerows((seed, names[int(a)], names[int(p)]) for a, p in zip(labels, predicted, strict=True))
     return buffer.getvalue()
-
-
-# The comparisons the README states, each paired by seed (a seed's arms see the same training images):
-# every transfer or convolutional arm against the ViT from scratch, and every arm against the pixel probe.
-COMPARISONS = (
-    ("linear", "scratch"),
-    ("finetune", "scratch"),
-    ("cnn", "scratch"),
-    ("finetune", "linear"),
-    ("scratch", "pixels"),
-    ("cnn", "pixels"),
-    ("linear", "pixels"),
-    ("finetune", "pixels"),
-)
-
-
-def paired_difference(a: list[float], b: list[float], confidence: float = 0.95) -> dict:
-    """``a - b`` paired by seed: the mean difference, its two-sided ``confidence`` t interval over the seeds
-    (n - 1 degrees of freedom) and a verdict: ``ahead`` or ``behind`` where the interval excludes 0, else
-    ``level``. One seed gives no interval (``level``, bounds equal to the difference)."""
-    from scipy import stats
-
-    if len(a) != len(b) or not a:
-        raise ValueError(f"a paired difference needs the same seeds on both sides, got {len(a)} and {len(b)}")
-    differences = [x - y for x, y in zip(a, b, strict=True)]
-    mean = statistics.fmean(differences)
-    if len(differences) == 1:
-        low = high = mean
-    else:
-        half = float(stats.t.ppf(0.5 + confidence / 2, len(differences) - 1)) * statistics.stdev(differences)
-        half /= math.sqrt(len(differences))
-        low, high = mean - half, mean + half
-    verdict = "ahead" if low > 0 else "behind" if high < 0 else "level"
-    return {"mean": mean, "low": low, "high": high, "n": len(differences), "verdict": verdict,
-            "per_seed": differences}  # fmt: skip
-
-
-def curve_comparisons(curve: dict[str, dict[str, dict]], pairs=COMPARISONS) -> dict[str, dict[str, dict]]:
-    """``{"a-b": {n: paired_difference}}`` at every size both arms ran, from the per-seed test accuracies of
-    ``{arm: {n: {per_seed}}}``."""
-    result: dict[str, dict[str, dict]] = {}
-    for a, b in pairs:
-        if a not in curve or b not in curve:
-            continue
-        sizes = sorted(set(curve[a]) & set(curve[b]), key=int)
-        result[f"{a}-{b}"] = {n: paired_difference(curve[a][n]["per_seed"], curve[b][n]["per_seed"]) for n in sizes}
-    return result

@@ -1,28 +1,19 @@
-"""Every PNG the pipeline draws, and the one way they are saved (atomically, without a timestamp, so
-reruns give the same bytes)."""
+"""Every PNG drawn from metrics files (JSON and CSV), and the one way PNGs are saved (atomically, without a
+timestamp, so reruns give the same bytes). The attention maps, drawn from a model's tensors, are in
+:mod:`pipeline.attention_plots`."""
 
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from pipeline import paths
-from pipeline.attention import position_similarity, shown_layers, upsample_map
-from pipeline.curve import parameter_count
-from pipeline.data import ImageSet
+from pipeline.arms import DECAY_VARIANTS, REGISTRY, TABLE_ORDER
 from pipeline.files import atomic_path
 
-# One colour and label per arm (pipeline.arms.ARMS), in every plot.
-COLOURS = {"scratch": "tab:red", "cnn": "tab:orange", "linear": "tab:blue", "finetune": "tab:green",
-           "pixels": "tab:grey"}  # fmt: skip
-LABELS = {
-    "scratch": "ViT from scratch",
-    "cnn": "small ResNet from scratch",
-    "linear": "pretrained ViT, frozen + linear head",
-    "finetune": "pretrained ViT, probe then fine-tune",
-    "pixels": "few-shot probe on raw pixels",
-}
-ATTENTION_LABELS = {"scratch": "from scratch", "linear": "pretrained + head"}  # short, for small panels
+
+def parameter_count(n: int) -> str:
+    """A parameter count for a legend: ``1.2M``, or ``12,345`` below 100,000."""
+    return f"{n / 1e6:.2g}M" if n >= 100_000 else f"{n:,}"
 
 
 def save(figure, name: str) -> None:
@@ -38,10 +29,10 @@ def plot_curves(plt, histories: dict[str, list[dict]], baselines: dict) -> None:
             epochs = [r["epoch"] for r in seed_rows]
             for axis, key in zip(axes, ("loss", "acc"), strict=True):
                 first = seed == rows[0]["seed"]
-                axis.plot(epochs, [r[f"val_{key}"] for r in seed_rows], color=COLOURS[arm],
-                          label=f"{LABELS[arm]}: validation" if first else None)  # fmt: skip
-                axis.plot(epochs, [r[f"train_{key}"] for r in seed_rows], color=COLOURS[arm], linestyle=":",
-                          alpha=0.7, label=f"{LABELS[arm]}: train" if first else None)  # fmt: skip
+                axis.plot(epochs, [r[f"val_{key}"] for r in seed_rows], color=REGISTRY[arm].colour,
+                          label=f"{REGISTRY[arm].label}: validation" if first else None)  # fmt: skip
+                axis.plot(epochs, [r[f"train_{key}"] for r in seed_rows], color=REGISTRY[arm].colour, linestyle=":",
+                          alpha=0.7, label=f"{REGISTRY[arm].label}: train" if first else None)  # fmt: skip
     axes[1].axhline(baselines["chance"], color="grey", linestyle="--", label="chance")
     axes[0].set(xlabel="epoch", ylabel="cross-entropy loss", title="Loss (one line per seed)")
     axes[1].set(xlabel="epoch", ylabel="accuracy", title="Accuracy (one line per seed)", ylim=(0, 1.02))
@@ -60,7 +51,7 @@ def plot_confusion(plt, matrices: dict) -> None:
             axis.text(col, row, str(count), ha="center", va="center",
                       color="white" if count > total.max() / 2 else "black")  # fmt: skip
         axis.set(xticks=range(len(classes)), yticks=range(len(classes)), xlabel="predicted", ylabel="actual",
-                 title=f"{LABELS[arm]}\n(summed over {len(per_seed)} seeds)")  # fmt: skip
+                 title=f"{REGISTRY[arm].label}\n(summed over {len(per_seed)} seeds)")  # fmt: skip
         axis.set_xticklabels(classes, rotation=30, ha="right")
         axis.set_yticklabels(classes)
     save(figure, "confusion.png")
@@ -72,16 +63,16 @@ def plot_comparison(plt, metrics: dict) -> None:
     figure, axis = plt.subplots(figsize=(9, 4.4))
     protocol = metrics["protocol"]
     bars = [(arm, metrics[arm]["test_acc"], "seed 000's recipe") for arm in paths.HEADLINE_VIEWS]
-    bars += [(arm, protocol[arm], "protocol") for arm in ARM_ORDER]
+    bars += [(arm, protocol[arm], "protocol") for arm in TABLE_ORDER]
     for x, (arm, acc, kind) in enumerate(bars):
-        axis.bar(x, acc["mean"], yerr=acc["std"], color=COLOURS[arm], alpha=0.8 if kind == "protocol" else 0.45,
+        axis.bar(x, acc["mean"], yerr=acc["std"], color=REGISTRY[arm].colour, alpha=0.8 if kind == "protocol" else 0.45,
                  capsize=5, hatch=None if kind == "protocol" else "//")  # fmt: skip
         axis.scatter([x] * len(acc["per_seed"]), acc["per_seed"], color="black", s=10, zorder=3)
         axis.text(x, acc["mean"] + acc["std"] + 0.02, f"{acc['mean']:.3f}", ha="center", fontsize=8)
     styles = {"chance": ":", "majority": "--", "pixels_logreg": "-."}
     for name, value in metrics["baselines"].items():
         axis.axhline(value, color="grey", linestyle=styles[name], label=f"{name} {value:.3f}")
-    names = [f"{LABELS[arm]}\n({'seed 000' if kind != 'protocol' else 'protocol'})" for arm, _, kind in bars]
+    names = [f"{REGISTRY[arm].label}\n({'seed 000' if kind != 'protocol' else 'protocol'})" for arm, _, kind in bars]
     axis.set_xticks(range(len(bars)), names, fontsize=6.5, rotation=25, ha="right")
     axis.axvline(len(paths.HEADLINE_VIEWS) - 0.5, color="black", linewidth=0.8)
     axis.set(ylabel="test accuracy (per image)", ylim=(0, 1.05),
@@ -93,17 +84,14 @@ def plot_comparison(plt, metrics: dict) -> None:
     plt.close(figure)
 
 
-ARM_ORDER = ("scratch", "cnn", "pixels", "linear", "finetune")  # pipeline.arms.ARMS, in the table's order
-
-
 def plot_size(plt, metrics: dict) -> None:
     figure, axis = plt.subplots(figsize=(6, 4))
     for arm in paths.HEADLINE_VIEWS:
         size, acc = metrics[arm]["file_size_mb"], metrics[arm]["test_acc"]
-        axis.errorbar(size["model"], acc["mean"], yerr=acc["std"], fmt="o", color=COLOURS[arm],
-                      capsize=4, label=f"{LABELS[arm]} (whole model)")  # fmt: skip
-        axis.errorbar(size["head"], acc["mean"], yerr=acc["std"], fmt="s", mfc="none", color=COLOURS[arm],
-                      capsize=4, label=f"{LABELS[arm]} (head file only)")  # fmt: skip
+        axis.errorbar(size["model"], acc["mean"], yerr=acc["std"], fmt="o", color=REGISTRY[arm].colour,
+                      capsize=4, label=f"{REGISTRY[arm].label} (whole model)")  # fmt: skip
+        axis.errorbar(size["head"], acc["mean"], yerr=acc["std"], fmt="s", mfc="none", color=REGISTRY[arm].colour,
+                      capsize=4, label=f"{REGISTRY[arm].label} (head file only)")  # fmt: skip
     axis.set_xscale("log")
     axis.set(xlabel="file size (MB, log scale)", ylabel="test accuracy", ylim=(0, 1.05), title="Accuracy vs file size")
     axis.legend(fontsize=7)
@@ -137,14 +125,14 @@ def plot_ablation(plt, ablation: dict, series: dict[str, list[float | None]]) ->
     """The collapse, isolated: each decay variant's weight RMS and train loss per epoch, test accuracy in the
     legend (mean over seeds)."""
     figure, axes = plt.subplots(1, 2, figsize=(11, 4))
-    styles = {"adam_l2": "tab:red", "adamw": "tab:blue", "adam_no_decay": "tab:green"}
     for variant in ablation["order"]:
         acc = ablation["variants"][variant]["test_acc"]
         label = f"{variant}: test {acc['mean']:.3f}, collapse {ablation['variants'][variant]['collapse']['mean']:.2f}"
-        axes[0].plot(series["epoch"], series[f"{variant}_weight_rms"], "o-", color=styles[variant], label=label)
+        colour = DECAY_VARIANTS[variant].colour
+        axes[0].plot(series["epoch"], series[f"{variant}_weight_rms"], "o-", color=colour, label=label)
         epochs = [e for e, v in zip(series["epoch"], series[f"{variant}_train_loss"], strict=True) if v is not None]
         losses = [v for v in series[f"{variant}_train_loss"] if v is not None]
-        axes[1].plot(epochs, losses, "o-", color=styles[variant], label=variant)
+        axes[1].plot(epochs, losses, "o-", color=colour, label=variant)
     axes[0].set_yscale("log")
     axes[0].set(xlabel="epoch (0: initialisation)", ylabel="RMS of the weight matrices (log)",
                 title=f"Weights (lr {ablation['lr']:g}, decay {ablation['weight_decay']:g})")  # fmt: skip
@@ -154,86 +142,6 @@ def plot_ablation(plt, ablation: dict, series: dict[str, list[float | None]]) ->
     for axis in axes:
         axis.legend(fontsize=7)
     save(figure, "ablation.png")
-    plt.close(figure)
-
-
-def to_display(image: torch.Tensor) -> tuple:
-    """uint8 (C, H, W) -> an array and colour map for ``imshow``."""
-    if image.shape[0] == 1:
-        return image[0].numpy(), "gray"
-    return image.permute(1, 2, 0).numpy(), None
-
-
-def plot_attention(plt, panels: dict[str, dict], image_sets: dict[str, ImageSet], indices: list[int]) -> None:
-    layers = {arm: shown_layers(p["layers"].shape[1]) for arm, p in panels.items()}
-    columns = 2 + max(len(v) for v in layers.values())
-    rows = [(arm, i) for i in range(len(indices)) for arm in panels]
-    figure, axes = plt.subplots(len(rows), columns, figsize=(1.45 * columns, 1.6 * len(rows)), squeeze=False)
-    for row, (arm, i) in enumerate(rows):
-        image_set, panel = image_sets[arm], panels[arm]
-        image = image_set.images[indices[i]]
-        shown, cmap = to_display(image)
-        height, width = image.shape[-2:]
-        probabilities = panel["probabilities"][i]
-        predicted = int(probabilities.argmax())
-        truth = image_set.classes[int(image_set.labels[indices[i]])]
-        # layer maps from column 1, the rollout always in the last column
-        maps = {1 + n: (f"layer {k + 1}", panel["layers"][i, k]) for n, k in enumerate(layers[arm])}
-        maps[columns - 1] = ("rollout", panel["rollout"][i])
-        axes[row, 0].imshow(shown, cmap=cmap)
-        axes[row, 0].set_title(
-            f"{ATTENTION_LABELS[arm]}\n{truth} -> {image_set.classes[predicted]} {probabilities[predicted]:.2f}",
-            fontsize=7,
-        )
-        for column in range(1, columns):
-            axis = axes[row, column]
-            axis.axis("off")
-            if column in maps:
-                title, values = maps[column]
-                axis.imshow(shown, cmap=cmap)
-                axis.imshow(upsample_map(values, height, width).numpy(), cmap="inferno", alpha=0.6)
-                axis.set_title(title, fontsize=7)
-        axes[row, 0].set_xticks([])
-        axes[row, 0].set_yticks([])
-    figure.suptitle(
-        "Class token's attention over patches, mean over heads, per layer; rollout through all layers "
-        "(Abnar & Zuidema 2020). Each map on its own colour scale; first test image of each class",
-        fontsize=8,
-    )
-    save(figure, "attention.png")
-    plt.close(figure)
-
-
-def similarity_mosaic(similarity: torch.Tensor) -> torch.Tensor:
-    """(g, g, g, g) -> one (g*(g+1)-1, g*(g+1)-1) image of g x g small maps separated by NaN gaps."""
-    grid = similarity.shape[0]
-    side = grid * (grid + 1) - 1
-    mosaic = torch.full((side, side), float("nan"))
-    for i in range(grid):
-        for j in range(grid):
-            top, left = i * (grid + 1), j * (grid + 1)
-            mosaic[top : top + grid, left : left + grid] = similarity[i, j]
-    return mosaic
-
-
-def plot_position_similarity(plt, embeddings: dict[str, torch.Tensor]) -> None:
-    figure, axes = plt.subplots(1, len(embeddings), figsize=(5.2 * len(embeddings), 5), squeeze=False)
-    cmap = plt.get_cmap("viridis").with_extremes(bad="white")
-    for axis, (arm, pos_embedding) in zip(axes[0], embeddings.items(), strict=True):
-        similarity = position_similarity(pos_embedding)
-        grid = similarity.shape[0]
-        image = axis.imshow(similarity_mosaic(similarity).numpy(), cmap=cmap, vmin=-1, vmax=1)
-        centres = [i * (grid + 1) + (grid - 1) / 2 for i in range(grid)]
-        axis.set_xticks(centres, [str(i + 1) for i in range(grid)], fontsize=7)
-        axis.set_yticks(centres, [str(i + 1) for i in range(grid)], fontsize=7)
-        axis.set(
-            xlabel="input patch column",
-            ylabel="input patch row",
-            title=f"{ATTENTION_LABELS[arm]} ({grid}x{grid} patches)",
-        )
-    figure.colorbar(image, ax=axes[0].tolist(), shrink=0.8, label="cosine similarity")
-    figure.suptitle("Position embedding similarity (paper Fig. 7, centre): each small map is one position", fontsize=9)
-    save(figure, "position_similarity.png")
     plt.close(figure)
 
 
@@ -250,10 +158,10 @@ def plot_data_hunger(metrics: dict, arms, title: str) -> None:
         x = [int(n) for n in sizes]
         mean = [metrics[arm][n]["mean"] for n in sizes]
         std = [metrics[arm][n]["std"] for n in sizes]
-        label = f"{LABELS[arm]} ({parameter_count(metrics['trained_parameters'][arm])} trained params)"
-        axis.plot(x, mean, "o-", color=COLOURS[arm], label=label)
+        label = f"{REGISTRY[arm].label} ({parameter_count(metrics['trained_parameters'][arm])} trained params)"
+        axis.plot(x, mean, "o-", color=REGISTRY[arm].colour, label=label)
         low, high = [m - s for m, s in zip(mean, std, strict=True)], [m + s for m, s in zip(mean, std, strict=True)]
-        axis.fill_between(x, low, high, color=COLOURS[arm], alpha=0.2, linewidth=0)
+        axis.fill_between(x, low, high, color=REGISTRY[arm].colour, alpha=0.2, linewidth=0)
     sizes = sorted(metrics["baselines"], key=int)
     x = [int(n) for n in sizes]
     base = metrics["baselines"]
@@ -292,7 +200,7 @@ def plot_validation(summaries: dict[str, list[dict]]) -> None:
             axis.plot(shares, [r["val_acc"] for r in run["curve"]], color=colour,
                       label=f"{point['n_train_per_class']}/class, lr {run['lr']:g}, {budget} steps")  # fmt: skip
             axis.plot([run["best_step"] / budget], [run["val_acc"]], "o", color=colour)
-        axis.set(title=LABELS[arm], xlabel="share of the run's budget (steps / cap)", xlim=(0, 1.02))
+        axis.set(title=REGISTRY[arm].label, xlabel="share of the run's budget (steps / cap)", xlim=(0, 1.02))
         axis.legend(fontsize=7)
     axes[0][0].set(ylabel="validation accuracy")
     figure.suptitle("Validation accuracy per run (first seed); the dot is the kept, best-validation score", fontsize=9)

@@ -1,5 +1,5 @@
-"""The backbone: pretrained inside the pipeline (offline) or torchvision's ImageNet weights (paper), and
-loading it frozen for the arms that build on it."""
+"""The backbone: pretrained inside the pipeline (offline) or torchvision's ImageNet weights (paper). Loading it
+frozen for the arms that build on it is :func:`pipeline.checkpoints.load_backbone`."""
 
 from __future__ import annotations
 
@@ -10,13 +10,12 @@ import torch
 from torch import nn
 
 from pipeline import paths
+from pipeline.checkpoints import load_torchvision_weights
 from pipeline.config import BackboneConfig, PaperConfig
 from pipeline.data import ImageSet, batch_preparer, load_split
 from pipeline.engine import Recipe, count_parameters, epoch_steps, evaluate, train
-from pipeline.errors import UserError
 from pipeline.fetch import download
-from pipeline.files import load_tensors
-from pipeline.model import ViT, state_dict_mismatch, vit_config
+from pipeline.model import ViT, vit_config
 from pipeline.runtime import Runtime, seed_everything
 from pipeline.tracking import Tracker
 
@@ -81,40 +80,6 @@ def torchvision_weights(cfg: PaperConfig) -> tuple[dict, list[dict], dict]:
     """torchvision's weights at ``cfg.weights_url``, verified and loaded into our ViT (paper preset)."""
     path = download(cfg.weights_url, paths.DOWNLOADS / Path(cfg.weights_url).name, cfg.weights_sha256,
                     max_bytes=cfg.max_download_mb << 20, deadline_s=cfg.download_deadline_s)  # fmt: skip
-    state = load_tensors(path)
-    head = state.get("heads.head.weight")
-    model = ViT(vit_config(cfg.backbone_model, num_classes=head.shape[0] if head is not None else 1000))
-    try:
-        model.load_state_dict(state, strict=True)  # torchvision's legacy MLP names load too (model.MLPBlock)
-    except RuntimeError:
-        raise UserError(
-            f"the weights at {cfg.weights_url} do not fit paper.backbone_model {cfg.backbone_model!r} "
-            f"({state_dict_mismatch(model, state)}); check that paper.weights_url and paper.backbone_model "
-            "name the same architecture"
-        ) from None
+    model = load_torchvision_weights(path, cfg.backbone_model, cfg.weights_url)
     summary = {"source": "torchvision", "url": cfg.weights_url, "params": count_parameters(model)}
     return model.state_dict(), [], summary
-
-
-def load_backbone(model_name: str, runtime: Runtime, source: str) -> ViT:
-    """Our ViT of preset ``model_name`` with a pretrained backbone's weights, frozen and in eval mode:
-    ``source`` supervised (``models/backbone.pt``) or masked_patch (``models/masked_patch.pt``, whose features
-    are its mean patch token, the representation that objective trains)."""
-    path = paths.BACKBONES[source]
-    state = load_tensors(path)
-    if not state:
-        raise UserError(f"{path} holds no weights (its stage ran for the paper preset); set offline.backbone: "
-                        "supervised, or run the offline preset")  # fmt: skip
-    num_classes = state["heads.head.weight"].shape[0]
-    pool = "mean" if source == "masked_patch" else "cls"
-    backbone = ViT(vit_config(model_name, num_classes=num_classes, pool=pool))
-    try:
-        backbone.load_state_dict(state, strict=True)
-    except RuntimeError as error:
-        stage = "backbone" if source == "supervised" else "masked_patch"
-        raise UserError(
-            f"{path} does not fit model {model_name!r} ({str(error).splitlines()[0]}); "
-            f"rerun the {stage} stage (`dvc repro {stage}`)"
-        ) from None
-    backbone.requires_grad_(False)
-    return backbone.to(runtime.device).eval()

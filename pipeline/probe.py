@@ -82,3 +82,8 @@ def fit_probe(
             best = (reg, weight, bias)
     reg, weight, bias = best
     return Probe(weight.float(), bias.float(), reg, scores[reg], scores)
+
+
+def flat_pixels(image_set) -> torch.Tensor:
+    """Normalised images as (N, C*H*W) vectors: the pixel probe's features."""
+    return image_set.normalise(image_set.images).flatten(1)

@@ -6,49 +6,18 @@ perform better with smaller pre-training datasets but plateau sooner than ViT, w
 larger pre-training." Here: supervised backbones of our ViT and of a small ResNet of the same size, pretrained
 on nested subsets of the seven pool classes by one recipe (``backbone``'s: the same epochs, so every image is
 seen equally often whatever the size), then scored like the paper's Figure 4 by the few-shot probe
-(:mod:`pipeline.probe`) on the target classes, and by their own pool test accuracy.
+(:mod:`pipeline.probe`) on the target classes, and by their own pool test accuracy. The backbones themselves
+are built in :mod:`pipeline.trunk`.
 """
 
 from __future__ import annotations
 
-import torch
-from torch import nn
-
 from pipeline.curve import SHOTS_KEY, seed_subset
-from pipeline.data import ImageSet, batch_preparer
-from pipeline.engine import extract_features
-from pipeline.metrics import spread
-from pipeline.model import ViT, vit_config
+from pipeline.data import ImageSet
 from pipeline.probe import accuracy, fit_probe
-from pipeline.resnet import small_resnet
-from pipeline.runtime import Runtime
+from pipeline.stats import spread
 
 ARCHES = ("vit", "resnet")  # dvc.yaml's pretrain_scale matrix; vit_masked_patch comes from its own stage
-
-
-def build_backbone(arch: str, model_name: str, num_classes: int, widths: tuple[int, ...]) -> nn.Module:
-    """Our ViT of preset ``model_name``, or the small ResNet with ``widths`` for its images and channels."""
-    if arch == "vit":
-        return ViT(vit_config(model_name, num_classes=num_classes))
-    return small_resnet(vit_config(model_name).in_channels, num_classes, widths)
-
-
-class Trunk(nn.Module):
-    """Any backbone's pooled features as ``forward_features`` (what engine.extract_features reads): the ViT's
-    own (its normalised class token, or mean patch token), the ResNet's after global average pooling."""
-
-    def __init__(self, model: nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
-        if isinstance(self.model, ViT):
-            return self.model.forward_features(x)
-        return self.model[:-1](x)  # (B, C, H, W) -> (B, widths[-1]): every layer but the linear head
-
-
-def features(trunk: Trunk, image_set: ImageSet, runtime: Runtime, batch_size: int) -> torch.Tensor:
-    return extract_features(trunk, image_set.images, runtime, batch_size, batch_preparer(image_set, False))
 
 
 def few_shot(

@@ -66,7 +66,7 @@ def scale_comparisons(scale: dict) -> dict[str, dict[str, dict]]:
     backbone): ``{"A-B": {"<n_pretrain>/<shots>": paired_difference}}`` for the ResNet against the ViT and each
     against the pixel probe at every pretraining size, and the masked-patch ViT against the supervised ViT on the
     whole pool and against pixels."""
-    from pipeline.metrics import paired_difference
+    from pipeline.stats import paired_difference
 
     def per_seed(arch: str, size: str, shots: str) -> list[float]:
         return (scale["pixels"] if arch == "pixels" else scale[arch][size])[shots]["per_seed"]

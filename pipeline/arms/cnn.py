@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from torch import nn
 
+from pipeline.arms import REGISTRY
 from pipeline.arms.common import Curve, fit_seed, load_point
 from pipeline.data import ImageSet
 from pipeline.resnet import small_resnet
 
-VIEW = "scratch"  # the same inputs as the from-scratch ViT
+VIEW = REGISTRY["cnn"].view
 
 
 def point_data(curve: Curve, point: int) -> dict:

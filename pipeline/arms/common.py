@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import torch
 from torch import nn
 
 from pipeline import paths
@@ -13,9 +12,9 @@ from pipeline.config import DataHungerConfig
 from pipeline.curve import seed_subset, sweep_sizes, sweep_train_set, val_set
 from pipeline.data import ImageSet, batch_preparer, load_split
 from pipeline.engine import Recipe, Stopping, better_score, count_parameters, evaluate, train_until_plateau
-from pipeline.metrics import spread
 from pipeline.probe import Probe
 from pipeline.runtime import Runtime, seed_everything
+from pipeline.stats import spread
 
 
 @dataclass(frozen=True)
@@ -147,11 +146,6 @@ def point_summary(
         summary["reg"] = [r["reg"] for r in runs.values()]
         summary["reg_at_edge"] = [at_edge(r["reg"], regs) for r in runs.values()]
     return summary
-
-
-def flat_pixels(image_set: ImageSet) -> torch.Tensor:
-    """Normalised images as (N, C*H*W) vectors: the pixel probe's features."""
-    return image_set.normalise(image_set.images).flatten(1)
 
 
 def choose_lr(candidates: list[tuple[dict, object]]) -> tuple[dict, object]:

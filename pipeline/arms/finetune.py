@@ -5,16 +5,15 @@ under the validation rule."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 
-from pipeline.arms import linear
+from pipeline.arms import REGISTRY, linear
 from pipeline.arms.common import Curve, fit_seed
+from pipeline.checkpoints import finetune_model
 from pipeline.data import ImageSet
 from pipeline.model import ViT
 
-VIEW = linear.VIEW
+VIEW = REGISTRY["finetune"].view
 
 
 def point_data(curve: Curve, point: int) -> dict:
@@ -34,14 +33,3 @@ def run_seed(curve: Curve, data: dict, seed: int, lr: float) -> dict:
 
     result = fit_seed(curve, data, seed, lr, "finetune", build)
     return {**result, "reg": probe.reg}
-
-
-def finetune_model(backbone: ViT, num_classes: int) -> ViT:
-    """A trainable copy of the pretrained backbone with a new zero-initialised head (paper, section 3.2)."""
-    config = dataclasses.replace(backbone.config, num_classes=num_classes)
-    model = ViT(config)
-    state = {k: v for k, v in backbone.state_dict().items() if not k.startswith("heads.")}
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    if unexpected or set(missing) != {"heads.head.weight", "heads.head.bias"}:
-        raise RuntimeError(f"backbone and model differ beyond the head: missing {missing}, unexpected {unexpected}")
-    return model

@@ -1,27 +1,22 @@
 """Arm ``linear``: the pretrained backbone frozen, a linear head on its features. On the curve, the head is
 the paper's few-shot probe (closed form, :mod:`pipeline.probe`); in the headline, seed 000's head trained
-with Adam (the linear_probe stage). Its checkpoints, evaluation and curve runs."""
+with Adam (the linear_probe stage). Its evaluation and curve runs (its checkpoints: :mod:`pipeline.checkpoints`)."""
 
 from __future__ import annotations
 
-import copy
-
 import torch
-from torch import nn
 
-from pipeline import paths
+from pipeline.arms import REGISTRY
 from pipeline.arms.common import Curve, load_point, probe_record
+from pipeline.checkpoints import load_backbone, load_head
 from pipeline.curve import seed_subset
 from pipeline.data import ImageSet, batch_preparer
 from pipeline.engine import Evaluation, evaluate, extract_features
-from pipeline.errors import UserError
-from pipeline.files import load_tensors
 from pipeline.model import ViT
-from pipeline.pretraining import load_backbone
 from pipeline.probe import Probe, fit_probe
 from pipeline.runtime import Runtime
 
-VIEW = "pretrained"
+VIEW = REGISTRY["linear"].view
 
 
 def point_data(curve: Curve, point: int) -> dict:
@@ -58,42 +53,6 @@ def run_seed(curve: Curve, data: dict, seed: int, lr: float | None = None) -> di
     return probe_record(probe, (features, train_set.labels), data)
 
 
-def head_state(head: nn.Linear) -> dict[str, torch.Tensor]:
-    """The head's weights under the names they have inside the ViT."""
-    return {"heads.head.weight": head.weight.detach().cpu(), "heads.head.bias": head.bias.detach().cpu()}
-
-
-def load_head(seed: int, hidden_dim: int, num_classes: int) -> nn.Linear:
-    """One seed's trained linear head (the linear_probe stage's)."""
-    state = load_tensors(paths.linear_probe(seed))
-    head = nn.Linear(hidden_dim, num_classes)
-    try:
-        head.load_state_dict({"weight": state["heads.head.weight"], "bias": state["heads.head.bias"]})
-    except (KeyError, RuntimeError) as error:
-        raise UserError(
-            f"{paths.linear_probe(seed)} does not fit a {hidden_dim}-wide backbone with {num_classes} classes "
-            f"({type(error).__name__}: {str(error).splitlines()[0][:200]}); rerun `dvc repro`"
-        ) from None
-    return head
-
-
-def with_head(backbone: ViT, head: nn.Linear) -> ViT:
-    """A copy of the frozen backbone carrying ``head``: the linear arm as one model, in eval mode."""
-    model = copy.deepcopy(backbone)
-    model.reset_head(head.out_features)
-    model.heads.head.load_state_dict(head.state_dict())
-    return model.to(next(backbone.parameters()).device).eval()
-
-
-def load_linear(backbone_model: str, source: str, num_classes: int, seed: int, runtime: Runtime) -> ViT:
-    """The frozen backbone (ViT preset ``backbone_model``, pretrained by ``source``) with one seed's head on it,
-    in eval mode."""
-    model = load_backbone(backbone_model, runtime, source)
-    model.reset_head(num_classes)
-    model.heads.head.load_state_dict(load_head(seed, model.config.hidden_dim, num_classes).state_dict())
-    return model.eval()
-
-
 def evaluate_linear(
     backbone_model: str, source: str, seeds: list[int], test_set: ImageSet, runtime: Runtime, batch_size: int
 ) -> tuple[dict[int, Evaluation], ViT]:
@@ -104,9 +63,7 @@ def evaluate_linear(
     model.reset_head(len(test_set.classes))
     results = {}
     for seed in seeds:
-        state = load_tensors(paths.linear_probe(seed))
-        head = nn.Linear(model.config.hidden_dim, len(test_set.classes))
-        head.load_state_dict({"weight": state["heads.head.weight"], "bias": state["heads.head.bias"]})
+        head = load_head(seed, model.config.hidden_dim, len(test_set.classes))
         results[seed] = evaluate(head.to(runtime.device), features, test_set.labels, runtime, len(features))
     model.heads.head.load_state_dict(head.state_dict())
     return results, model

@@ -3,11 +3,12 @@ like-for-like baseline of the ``linear`` arm: the same closed-form solution and 
 
 from __future__ import annotations
 
-from pipeline.arms.common import Curve, flat_pixels, load_point, probe_record
+from pipeline.arms import REGISTRY
+from pipeline.arms.common import Curve, load_point, probe_record
 from pipeline.curve import seed_subset
-from pipeline.probe import fit_probe
+from pipeline.probe import fit_probe, flat_pixels
 
-VIEW = "scratch"
+VIEW = REGISTRY["pixels"].view
 
 
 def point_data(curve: Curve, point: int) -> dict:

@@ -1,22 +1,21 @@
-"""Arm ``scratch``: the preset's ViT from random initialisation. Its checkpoints, its evaluation and its
-curve runs."""
+"""Arm ``scratch``: the preset's ViT from random initialisation. Its evaluation, its curve runs and the
+ablation's decay variants (its checkpoints: :mod:`pipeline.checkpoints`)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from pipeline import paths
+from pipeline.arms import DECAY_VARIANTS, REGISTRY
 from pipeline.arms.common import Curve, fit_seed, load_point
+from pipeline.checkpoints import load_scratch_weights
 from pipeline.config import ScratchRecipe
 from pipeline.data import ImageSet, batch_preparer
 from pipeline.engine import Evaluation, Recipe, epoch_steps, evaluate, train
-from pipeline.errors import UserError
-from pipeline.files import load_tensors
 from pipeline.metrics import collapse
 from pipeline.model import ViT, vit_config
 from pipeline.runtime import Runtime, seed_everything
 
-VIEW = "scratch"
+VIEW = REGISTRY["scratch"].view
 
 
 def point_data(curve: Curve, point: int) -> dict:
@@ -32,20 +31,6 @@ def run_seed(curve: Curve, data: dict, seed: int, lr: float) -> dict:
     return fit_seed(curve, data, seed, lr, "scratch", build)
 
 
-def load_scratch(model_name: str, num_classes: int, seed: int, runtime: Runtime) -> ViT:
-    """The from-scratch ViT (preset ``model_name``) of one seed, in eval mode."""
-    model = ViT(vit_config(model_name, num_classes=num_classes))
-    state = load_tensors(paths.scratch_model(seed))
-    try:
-        model.load_state_dict(state, strict=True)
-    except RuntimeError as error:
-        raise UserError(
-            f"{paths.scratch_model(seed)} does not fit model {model_name!r} with {num_classes} classes "
-            f"({str(error).splitlines()[0]}); rerun `dvc repro`"
-        ) from None
-    return model.to(runtime.device).eval()
-
-
 def evaluate_scratch(
     model_name: str, seeds: list[int], test_set: ImageSet, runtime: Runtime, batch_size: int
 ) -> tuple[dict[int, Evaluation], ViT]:
@@ -53,7 +38,7 @@ def evaluate_scratch(
     model = ViT(vit_config(model_name, num_classes=len(test_set.classes))).to(runtime.device)
     results = {}
     for seed in seeds:
-        model.load_state_dict(load_tensors(paths.scratch_model(seed)), strict=True)
+        load_scratch_weights(model, model_name, seed)
         results[seed] = evaluate(
             model,
             test_set.images,
@@ -65,12 +50,6 @@ def evaluate_scratch(
     return results, model
 
 
-# The collapse study's variants: seed 000's recipe with only the optimiser's handling of weight decay changed.
-DECAY_VARIANTS = {
-    "adam_l2": ("adam", None),  # seed 000: Adam, the decay added to the gradient (L2), at the recipe's value
-    "adamw": ("adamw", None),  # the paper's: decay decoupled from the adaptive step, the same value
-    "adam_no_decay": ("adam", 0.0),
-}
 FIRST_ATTENTION = "encoder.layers.encoder_layer_0.self_attention.in_proj_weight"
 
 
@@ -89,7 +68,7 @@ def train_decay_variant(
 ) -> tuple[ViT, list[dict]]:  # fmt: skip
     """One seed of one variant for the recipe's epochs, with the weight RMS and validation scores per epoch
     (epoch 0: at initialisation)."""
-    optimizer, decay = DECAY_VARIANTS[variant]
+    optimizer, decay = DECAY_VARIANTS[variant].optimizer, DECAY_VARIANTS[variant].weight_decay
     changed = dataclasses.replace(
         recipe, optimizer=optimizer, weight_decay=recipe.weight_decay if decay is None else decay
     )

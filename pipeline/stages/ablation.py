@@ -4,7 +4,7 @@ Seed 000's recipe (Adam, lr 3e-3, weight decay 0.3, constant lr, no clipping) en
 one class. ``torch.optim.Adam(weight_decay=...)`` adds the decay to the gradient (L2), where Adam's
 normalisation lets it dominate small gradients; the paper's optimiser decouples it (AdamW). Each variant
 (``ablation.variants``) trains ``train_scratch``'s model on the same per-seed images for the same epochs and
-learning rate, changing only that (see ``pipeline.arms.scratch.DECAY_VARIANTS``): ``adam_l2`` (the seed's),
+learning rate, changing only that (see ``pipeline.arms.DECAY_VARIANTS``): ``adam_l2`` (the seed's),
 ``adamw`` (decoupled, the same 0.3), ``adam_no_decay``. Every epoch records the weights' RMS and the
 validation scores; the test set is scored once, at the end.
 
@@ -24,9 +24,9 @@ from pipeline.data import load_split
 from pipeline.errors import stage_main
 from pipeline.files import write_json, write_text
 from pipeline.logs import stage_log as log
-from pipeline.metrics import spread
 from pipeline.plotting import SERIES, epochs_csv
 from pipeline.runtime import resolve_runtime
+from pipeline.stats import spread
 from pipeline.tracking import stage_tracker
 
 OUTPUT = paths.METRICS / "ablation.json"

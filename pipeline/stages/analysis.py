@@ -10,17 +10,16 @@ interpolated position embeddings and bilinearly upsampled test images; no fine-t
 from __future__ import annotations
 
 from pipeline import paths
-from pipeline.arms.linear import load_linear
-from pipeline.arms.scratch import load_scratch
 from pipeline.attention import attention_panels, first_of_each_class, resolution_change
+from pipeline.attention_plots import plot_attention, plot_position_similarity
+from pipeline.checkpoints import load_linear, load_scratch
 from pipeline.config import load_params
 from pipeline.data import load_split
 from pipeline.errors import stage_main
 from pipeline.files import write_json
 from pipeline.logs import stage_log as log
-from pipeline.metrics import numeric_leaves
-from pipeline.plotting import plot_attention, plot_position_similarity
 from pipeline.runtime import resolve_runtime
+from pipeline.stats import numeric_leaves
 from pipeline.tracking import stage_tracker
 
 

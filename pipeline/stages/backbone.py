@@ -10,9 +10,10 @@ from __future__ import annotations
 import time
 
 from pipeline import paths
+from pipeline.checkpoints import save_state
 from pipeline.config import load_params
 from pipeline.errors import stage_main
-from pipeline.files import save_tensors, write_json, write_text
+from pipeline.files import write_json, write_text
 from pipeline.history import POOL_FIELDS, history_csv
 from pipeline.logs import stage_log as log
 from pipeline.pretraining import pretrain, torchvision_weights
@@ -31,7 +32,7 @@ def main() -> None:
             state, history, summary = pretrain(cfg, params.offline.model, runtime, params.evaluate.batch_size, tracker)
     else:
         state, history, summary = torchvision_weights(params.paper)
-    save_tensors(paths.BACKBONE, state)
+    save_state(paths.BACKBONE, state)
     write_text(paths.HISTORY / "backbone.csv", history_csv(history, POOL_FIELDS))
     write_json(paths.METRICS / "backbone.json", summary)
     log.info(f"backbone: {summary['source']}, {summary['params']:,} parameters, {time.time() - started:.0f} s")

@@ -6,7 +6,7 @@ whole test set), ``runs`` (each arm's final train loss, best validation loss and
 or ridge per size) and ``baselines`` per size: chance, the majority training class and, up to
 ``data_hunger.logreg_max_per_class``, a logistic regression on raw pixels fit on the same subsets (mean over
 seeds). ``plots/validation.csv`` and ``plots/validation.png`` hold every trained run's validation curve.
-``metrics/comparisons.json`` holds every comparison the README states (``pipeline.metrics.COMPARISONS``) at
+``metrics/comparisons.json`` holds every comparison the README states (``pipeline.stats.COMPARISONS``) at
 every size: the paired difference over seeds with its 95% t interval and verdict (ahead, behind, level).
 """
 
@@ -28,8 +28,8 @@ from pipeline.data import load_split
 from pipeline.errors import UserError, stage_main
 from pipeline.files import write_json, write_text
 from pipeline.logs import stage_log as log
-from pipeline.metrics import curve_comparisons
 from pipeline.plotting import plot_data_hunger, plot_validation
+from pipeline.stats import curve_comparisons
 from pipeline.tracking import stage_tracker
 
 

@@ -2,60 +2,17 @@
 
 from __future__ import annotations
 
-import errno
 import shutil
 from pathlib import Path
 
 from pipeline import paths
 from pipeline.config import PaperConfig, load_params
-from pipeline.data import list_image_folder
+from pipeline.data import find_split_root, list_image_folder
 from pipeline.errors import UserError, stage_main
 from pipeline.fashion_mnist import obtain_fashion_mnist
 from pipeline.fetch import download, safe_extract_zip
-from pipeline.files import atomic_dir
+from pipeline.files import copy_tree_atomically
 from pipeline.logs import stage_log as log
-
-
-def find_split_root(folder: Path) -> Path:
-    """The folder holding ``train/`` and ``test/``: ``folder`` itself or its only subfolder."""
-    if (folder / "train").is_dir():
-        return folder
-    children = [p for p in folder.iterdir() if p.is_dir() and not p.name.startswith((".", "__MACOSX"))]
-    if len(children) == 1 and (children[0] / "train").is_dir():
-        return children[0]
-    raise UserError(f"{folder} has no train/ and test/ folders; the dataset must be in ImageFolder layout")
-
-
-def _copy_file(source: str, target: str) -> None:
-    """copytree's copy, raising a full disk at once: copytree gathers each file's OSError into one
-    ``shutil.Error`` of strings, which hides the errno (and would go on copying onto a full disk)."""
-    try:
-        shutil.copy2(source, target)
-    except OSError as error:
-        if error.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise UserError(
-                f"the disk is full ({error.strerror}) while copying {source}; nothing was kept (the copy is made in "
-                "a temporary folder, now removed, and the previous data/raw is intact): free disk space and rerun"
-            ) from None
-        raise
-
-
-def copy_tree_atomically(source: Path, target: Path) -> None:
-    """Copies ``source`` to ``target`` through a temporary folder, so ``target`` is whole or absent.
-
-    Raises:
-        UserError: the disk filled up, or files could not be read (named, with the first reason).
-    """
-    with atomic_dir(target) as tmp:
-        try:
-            shutil.copytree(source, tmp, dirs_exist_ok=True, copy_function=_copy_file)
-        except shutil.Error as error:
-            failures = error.args[0]
-            first = failures[0] if isinstance(failures, list) and failures else (source, "", str(error))
-            raise UserError(
-                f"{len(failures) if isinstance(failures, list) else 1} file(s) of {source} could not be copied "
-                f"(first: {first[0]}: {first[-1]}); nothing was kept. Fix their permissions or remove them, and rerun"
-            ) from None
 
 
 def obtain_image_folder(config: PaperConfig, target: Path, downloads: Path) -> Path:

@@ -18,8 +18,9 @@ from pipeline.engine import count_parameters
 from pipeline.errors import stage_main
 from pipeline.files import read_json, write_json, write_text
 from pipeline.logs import stage_log as log
-from pipeline.metrics import confusion, numeric_leaves, predictions_csv, summarise
+from pipeline.metrics import confusion, predictions_csv, summarise
 from pipeline.runtime import resolve_runtime
+from pipeline.stats import numeric_leaves
 from pipeline.tracking import stage_tracker
 
 
@@ -44,7 +45,7 @@ def main() -> None:
         ("scratch", scratch, scratch_model, count_parameters(scratch_model)),
         ("linear", linear, linear_model, head_params),
     ):
-        metrics[arm] = summarise(results, labels, classes, model, trainable)
+        metrics[arm] = summarise(results, labels, classes, model, count_parameters(model), trainable)
         matrices[arm] = {str(seed): confusion(labels, r.predictions, len(classes)) for seed, r in results.items()}
         predictions = {seed: result.predictions for seed, result in results.items()}
         write_text(paths.CONFUSION / f"{arm}.csv", predictions_csv(labels, predictions, classes))

@@ -15,17 +15,15 @@ import dataclasses
 from torch import nn
 
 from pipeline import paths
-from pipeline.arms.linear import head_state, with_head
-from pipeline.checkpoints import MODEL_CARD, model_card
+from pipeline.checkpoints import load_backbone, model_card, save_head, with_head, write_model_card
 from pipeline.config import load_params
 from pipeline.curve import SEED_ARMS_KEY, seed_subset, sweep_train_set, val_set
 from pipeline.data import batch_preparer, view_transform
 from pipeline.engine import Recipe, epoch_steps, extract_features, train
 from pipeline.errors import stage_main
-from pipeline.files import atomic_dir, file_sha256, save_tensors, write_json
+from pipeline.files import atomic_dir, file_sha256
 from pipeline.history import write_histories
 from pipeline.logs import stage_log as log
-from pipeline.pretraining import load_backbone
 from pipeline.runtime import resolve_runtime, seed_everything
 from pipeline.tracking import stage_tracker
 
@@ -65,12 +63,12 @@ def main() -> None:
                     on_record=report, eval_batch_size=batch,
                 )  # fmt: skip
                 tracker.log_model(with_head(backbone, head), example)  # the whole arm: backbone + this head
-            save_tensors(folder / paths.linear_probe(seed).name, head_state(head))
+            save_head(folder, seed, head)
         config = dataclasses.replace(backbone.config, num_classes=len(pool.classes))
         transform = view_transform(params.preset, "pretrained")
         card = model_card("linear", params.backbone_model_name, config, val, transform, params.seeds)
         card["backbone"] = params.backbone_source  # predict loads the same backbone
-        write_json(folder / MODEL_CARD, card)
+        write_model_card(folder, card)
         stage.log_artifact(write_histories(paths.HISTORY, "linear", histories), "history")
 
 

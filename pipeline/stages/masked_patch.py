@@ -11,18 +11,20 @@ from __future__ import annotations
 import torch
 
 from pipeline import paths
+from pipeline.checkpoints import save_state
 from pipeline.config import load_params
 from pipeline.curve import SHOTS_KEY, require_per_class, sweep_train_set, val_set
 from pipeline.data import ImageSet, load_split
 from pipeline.engine import count_parameters
 from pipeline.errors import UserError, stage_main
-from pipeline.files import save_tensors, write_json
+from pipeline.files import write_json
 from pipeline.logs import stage_log as log
 from pipeline.masked_patch import MaskedPatchModel, pretrain_masked_patch
 from pipeline.model import ViT, vit_config
 from pipeline.runtime import resolve_runtime, seed_everything
-from pipeline.scale import Trunk, features, few_shot
+from pipeline.scale import few_shot
 from pipeline.tracking import stage_tracker
+from pipeline.trunk import Trunk, features
 
 OUTPUT = paths.METRICS / "pretraining_scale" / "vit_masked_patch.json"
 MODEL = paths.MASKED_PATCH
@@ -32,7 +34,7 @@ MODEL = paths.MASKED_PATCH
 def main() -> None:
     params = load_params()
     if params.preset != "offline":
-        save_tensors(MODEL, {})
+        save_state(MODEL, {})
         write_json(OUTPUT, {"preset": params.preset, "skipped": "the paper preset's backbone is ImageNet's"})
         return
     runtime, cfg, batch = resolve_runtime(params.runtime), params.masked_patch, params.evaluate.batch_size
@@ -60,7 +62,7 @@ def main() -> None:
             params.data_hunger.probe_regs,
         )  # fmt: skip
         tracker.log_metrics({f"few_shot_{n}": r["mean"] for n, r in result.items()})
-    save_tensors(MODEL, {k: v.cpu() for k, v in vit.state_dict().items()})
+    save_state(MODEL, {k: v.cpu() for k, v in vit.state_dict().items()})
     write_json(OUTPUT, {"arch": "vit_masked_patch", "n_pretrain": len(unlabeled), "epochs": cfg.epochs,
                         "trained_parameters": count_parameters(model), "history": history, "few_shot": result,
                         "runtime": runtime.describe()})  # fmt: skip

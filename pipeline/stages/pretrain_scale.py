@@ -15,6 +15,7 @@ import json
 import sys
 
 from pipeline import paths
+from pipeline.checkpoints import load_backbone
 from pipeline.config import Params, load_params
 from pipeline.curve import POOL_KEY, SHOTS_KEY, require_per_class, seed_subset, sweep_train_set, val_set
 from pipeline.data import load_split
@@ -22,10 +23,11 @@ from pipeline.engine import count_parameters
 from pipeline.errors import UserError, stage_main
 from pipeline.files import write_json
 from pipeline.logs import stage_log as log
-from pipeline.pretraining import load_backbone, train_on_pool
+from pipeline.pretraining import train_on_pool
 from pipeline.runtime import resolve_runtime, seed_everything
-from pipeline.scale import ARCHES, Trunk, build_backbone, features, few_shot
+from pipeline.scale import ARCHES, few_shot
 from pipeline.tracking import stage_tracker
+from pipeline.trunk import Trunk, build_backbone, features
 
 OUTPUT = paths.METRICS / "pretraining_scale"
 NOT_OFFLINE = "the paper preset's backbone is ImageNet's; the pretraining-size axis needs the offline pool"

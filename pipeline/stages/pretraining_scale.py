@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 
 from pipeline import paths
-from pipeline.arms.common import flat_pixels
 from pipeline.config import load_params
 from pipeline.curve import sweep_train_set, val_set
 from pipeline.data import load_split
@@ -20,6 +19,7 @@ from pipeline.errors import UserError, stage_main
 from pipeline.files import write_json, write_text
 from pipeline.logs import stage_log as log
 from pipeline.plotting import plot_pretraining_scale, save_note
+from pipeline.probe import flat_pixels
 from pipeline.scale import ARCHES, few_shot, gather, scale_csv
 from pipeline.summary import scale_comparisons
 from pipeline.tracking import stage_tracker

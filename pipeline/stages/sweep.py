@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 
-from pipeline.arms import ARMS, TRAINED, arm_module
+from pipeline.arms import ARMS, REGISTRY, TRAINED, arm_module
 from pipeline.arms.common import PER_RUN, Curve, choose_lr, point_summary
 from pipeline.config import Params, load_params
 from pipeline.curve import point_path
@@ -25,10 +25,6 @@ from pipeline.files import write_json
 from pipeline.logs import stage_log as log
 from pipeline.runtime import resolve_runtime
 from pipeline.tracking import stage_tracker
-
-# dvc.yaml's stage of each arm's items: its params list is what an item's MLflow run logs
-DVC_STAGES = dict(scratch="sweep_scratch", cnn="sweep_cnn", linear="sweep_pretrained", finetune="sweep_pretrained",
-                  pixels="sweep_pixels")  # fmt: skip
 
 
 def run_point(params: Params, arm: str, point: int) -> dict:
@@ -43,7 +39,7 @@ def run_point(params: Params, arm: str, point: int) -> dict:
     first, *others = params.seeds
     runs: dict[int, dict] = {}
     trials: dict[str, dict] = {}  # the first seed's best validation score at each learning rate
-    with stage_tracker(params, f"sweep-{arm}-{n}", runtime=runtime, dvc_stage=DVC_STAGES[arm], arm=arm,
+    with stage_tracker(params, f"sweep-{arm}-{n}", runtime=runtime, dvc_stage=REGISTRY[arm].dvc_stage, arm=arm,
                        n_train_per_class=str(n), point=str(point)) as stage:  # fmt: skip
 
         def run(seed: int, lr: float | None) -> tuple[dict, object]:

@@ -14,13 +14,13 @@ The paper preset's is seed 000's: Adam, lr 3e-3, betas (0.9, 0.999), weight deca
 from __future__ import annotations
 
 from pipeline import paths
-from pipeline.checkpoints import MODEL_CARD, model_card
+from pipeline.checkpoints import model_card, save_scratch, write_model_card
 from pipeline.config import Params, load_params
 from pipeline.curve import SEED_ARMS_KEY, seed_subset, sweep_train_set, val_set
 from pipeline.data import ImageSet, batch_preparer, view_transform
 from pipeline.engine import Recipe, epoch_steps, train
 from pipeline.errors import stage_main
-from pipeline.files import atomic_dir, save_tensors, write_json
+from pipeline.files import atomic_dir
 from pipeline.history import write_histories
 from pipeline.logs import stage_log as log
 from pipeline.model import ViT, vit_config
@@ -69,11 +69,10 @@ def main() -> None:
                     train_set = seed_subset(pool, params.seed_arms_per_class, seed, SEED_ARMS_KEY)
                     model, histories[seed] = train_one_seed(params, seed, train_set, val, runtime, tracker)
                     tracker.log_model(model, example)
-                state = {k: v.cpu() for k, v in model.state_dict().items()}
-                save_tensors(folder / paths.scratch_model(seed).name, state)
+                save_scratch(folder, seed, model)
             transform = view_transform(params.preset, "scratch")
             card = model_card("scratch", params.model_name, model.config, val, transform, params.seeds)
-            write_json(folder / MODEL_CARD, card)
+            write_model_card(folder, card)
         stage.log_artifact(write_histories(paths.HISTORY, "scratch", histories), "history")
 
 

@@ -18,9 +18,7 @@ from pathlib import Path
 import torch
 
 from pipeline import paths
-from pipeline.arms.linear import load_linear
-from pipeline.arms.scratch import load_scratch
-from pipeline.checkpoints import read_model_card
+from pipeline.checkpoints import CARD_FOLDERS, card_files, load_from_card, read_model_card
 from pipeline.config import load_params
 from pipeline.data import decode_image, normalise
 from pipeline.errors import UserError, stage_main
@@ -52,7 +50,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 BATCH_SIZE = 64  # images decoded and run through the model at once
-CARDS = {"scratch": paths.SCRATCH_MODELS, "linear": paths.LINEAR_PROBES}  # where each arm's model card lies
 
 
 def load_model(card: dict, arm: str, seed: int, runtime: Runtime) -> ViT:
@@ -61,17 +58,13 @@ def load_model(card: dict, arm: str, seed: int, runtime: Runtime) -> ViT:
     Raises:
         UserError: the model file is missing (run `dvc repro` or `dvc pull`) or does not fit.
     """
-    source = card.get("backbone", "supervised")  # cards from before offline.backbone existed: supervised
-    needed = [paths.scratch_model(seed)] if arm == "scratch" else [paths.BACKBONES[source], paths.linear_probe(seed)]
-    for path in needed:
+    for path in card_files(card, arm, seed):
         if not path.is_file():
             raise UserError(
                 f"{path} is missing: no trained {arm} model for seed {seed}. Run `dvc repro` to train it "
                 "(or `dvc pull` to fetch the team's), or pick a trained seed with --seed"
             )
-    if arm == "scratch":
-        return load_scratch(card["model_name"], len(card["classes"]), seed, runtime)
-    return load_linear(card["model_name"], source, len(card["classes"]), seed, runtime)
+    return load_from_card(card, arm, seed, runtime)
 
 
 def load_image(path: Path, size: int, mode: str, channels: int, invert: bool, max_pixels: int) -> torch.Tensor:
@@ -108,7 +101,7 @@ def main() -> None:
         raise UserError(f"{', '.join(missing)}: no such file; give paths to image files")
     params = load_params()
     arm = args.model
-    card = read_model_card(CARDS[arm])  # architecture, classes, mean/std and transform of the arm's models
+    card = read_model_card(CARD_FOLDERS[arm])  # architecture, classes, mean/std and transform of the arm's models
     seed = card["seeds"][0] if args.seed is None else args.seed
     runtime = resolve_runtime(params.runtime)
     model = load_model(card, arm, seed, runtime)

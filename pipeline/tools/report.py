@@ -15,16 +15,9 @@ import sys
 from pathlib import Path
 
 from pipeline import paths
+from pipeline.arms import DECAY_VARIANTS, REGISTRY, TABLE_ORDER
 from pipeline.errors import UserError, stage_main, tool_parser
 from pipeline.files import write_text
-from pipeline.plotting import LABELS
-
-VARIANTS = {
-    "adam_l2": "Adam, decay 0.3 added to the gradient (L2): seed 000",
-    "adamw": "AdamW, decay 0.3 decoupled (the paper's)",
-    "adam_no_decay": "Adam, no decay",
-}
-TABLE_ORDER = ("scratch", "cnn", "pixels", "linear", "finetune")  # pipeline.arms.ARMS, from scratch to transfer
 
 
 def mean_std(value: dict) -> str:
@@ -42,7 +35,7 @@ def results_table(metrics: dict) -> str:
         "| file MB (model / head) |",
         "|---|---|---|---|---|---|---|",
     ]
-    for arm, name in ((arm, LABELS[arm]) for arm in paths.HEADLINE_VIEWS):
+    for arm, name in ((arm, REGISTRY[arm].label) for arm in paths.HEADLINE_VIEWS):
         m = metrics[arm]
         acc, loss = m["test_acc"], m["test_loss"]
         per_seed = ", ".join(f"{a:.3f}" for a in acc["per_seed"])
@@ -55,7 +48,7 @@ def results_table(metrics: dict) -> str:
     for arm in TABLE_ORDER:
         acc = protocol[arm]
         per_seed = ", ".join(f"{a:.3f}" for a in acc["per_seed"])
-        lines.append(f"| {LABELS[arm]} (protocol, {protocol['n_train_per_class']}/class) | **{mean_std(acc)}** "
+        lines.append(f"| {REGISTRY[arm].label} (protocol, {protocol['n_train_per_class']}/class) | **{mean_std(acc)}** "
                      f"| {per_seed} | | | | |")  # fmt: skip
     baselines = metrics["baselines"]
     logreg = baselines["pixels_logreg"]
@@ -69,7 +62,7 @@ def curve_table(curve: dict) -> str:
     """Test accuracy per arm and training-set size; the best arm of each size in bold."""
     arms = [arm for arm in TABLE_ORDER if arm in curve]
     lines = [
-        "| per class | " + " | ".join(LABELS[arm] for arm in arms) + " | logistic regression on pixels |",
+        "| per class | " + " | ".join(REGISTRY[arm].label for arm in arms) + " | logistic regression on pixels |",
         "|---" * (len(arms) + 2) + "|",
     ]
     for size in sorted(curve[arms[0]], key=int):
@@ -88,9 +81,9 @@ def runs_table(curve: dict) -> str:
     trained = [arm for arm in TABLE_ORDER if arm in curve["runs"] and "lr" in next(iter(curve["runs"][arm].values()))]
     probes = [arm for arm in TABLE_ORDER if arm in curve["runs"] and arm not in trained]
     lines = [
-        "| per class | " + " | ".join(f"{LABELS[arm]}: lr, kept / last step of budget, at cap, train loss"
+        "| per class | " + " | ".join(f"{REGISTRY[arm].label}: lr, kept / last step of budget, at cap, train loss"
                                      for arm in trained)
-        + " | " + " | ".join(f"{LABELS[arm]}: ridge" for arm in probes) + " |",
+        + " | " + " | ".join(f"{REGISTRY[arm].label}: ridge" for arm in probes) + " |",
         "|---" * (len(trained) + len(probes) + 1) + "|",
     ]  # fmt: skip
     for size in sorted(curve["runs"][trained[0]], key=int):
@@ -128,7 +121,7 @@ def comparisons_table(comparisons: dict) -> str:
             d = by_size.get(n)
             cells.append("" if d is None else f"{signed(d['mean'])} [{signed(d['low'])}, {signed(d['high'])}] "
                                               f"{d['verdict']}")  # fmt: skip
-        lines.append(f"| {LABELS[a]} - {LABELS[b]} | " + " | ".join(cells) + " |")
+        lines.append(f"| {REGISTRY[a].label} - {REGISTRY[b].label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -143,7 +136,7 @@ def ablation_table(ablation: dict) -> str:
         r = ablation["variants"][variant]
         per_seed = ", ".join(f"{a:.3f}" for a in r["test_acc"]["per_seed"])
         lines.append(
-            f"| `{variant}` | {VARIANTS[variant]} | **{mean_std(r['test_acc'])}** | {per_seed} "
+            f"| `{variant}` | {DECAY_VARIANTS[variant].label} | **{mean_std(r['test_acc'])}** | {per_seed} "
             f"| {r['collapse']['mean']:.2f} | {r['train_loss']['mean']:.3f} "
             f"| {r['weight_rms_initial']['mean']:.4f} -> {r['weight_rms']['mean']:.5f} "
             f"| {r['attention0_rms_initial']['mean']:.4f} -> {r['attention0_rms']['mean']:.5f} |"
@@ -163,7 +156,7 @@ def readings(comparisons: dict) -> str:
             d = by_size[n]
             groups[d["verdict"]].append(f"{n} ({signed(d['mean'])} [{signed(d['low'])}, {signed(d['high'])}])")
         parts = [f"{verdict} at {', '.join(sizes)}" for verdict, sizes in groups.items() if sizes]
-        lines.append(f"- **{LABELS[a]}** against **{LABELS[b]}**: " + "; ".join(parts) + " per class.")
+        lines.append(f"- **{REGISTRY[a].label}** against **{REGISTRY[b].label}**: " + "; ".join(parts) + " per class.")
     return "\n".join(lines)
 
 

@@ -10,8 +10,7 @@ import torch
 from tiny_project import CPU, SEEDS
 from torch import nn
 
-from pipeline import attention, paths, pretraining
-from pipeline.arms import linear as linear_arm
+from pipeline import attention, checkpoints, paths
 from pipeline.config import load_params
 from pipeline.data import ImageSet
 from pipeline.engine import evaluate
@@ -36,7 +35,7 @@ def test_analysis_stage_writes_plots_and_a_valid_resolution_metric(project):
     params = load_params()
     test_set = ImageSet.load(paths.prepared_split("pretrained", "test"))
     for seed, reported in zip(SEEDS, result["train_size"]["test_acc"]["per_seed"], strict=True):
-        model = linear_arm.load_linear(params.backbone_model_name, "supervised", 3, seed, CPU)
+        model = checkpoints.load_linear(params.backbone_model_name, "supervised", 3, seed, CPU)
         expected = evaluate(model, test_set.images, test_set.labels, CPU, 5, lambda x, t, g: test_set.normalise(x))
         assert reported == expected.accuracy
 
@@ -44,7 +43,7 @@ def test_analysis_stage_writes_plots_and_a_valid_resolution_metric(project):
 def test_accuracy_at_a_new_size_uses_interpolated_embeddings_on_a_copy(project):
     params = load_params()
     test_set = ImageSet.load(paths.prepared_split("pretrained", "test"))
-    backbone = pretraining.load_backbone(params.backbone_model_name, CPU, "supervised")
+    backbone = checkpoints.load_backbone(params.backbone_model_name, CPU, "supervised")
     before = backbone.encoder.pos_embedding.clone()
     heads = {0: nn.Linear(32, 3)}
     torch.manual_seed(3)

@@ -12,7 +12,7 @@ import torch
 import yaml
 from helpers import CPU, params_with
 
-from pipeline import arms, curve, data, paths, plotting
+from pipeline import arms, checkpoints, curve, data, paths, plotting
 from pipeline.arms import finetune as finetune_arm
 from pipeline.arms import linear as linear_arm
 from pipeline.arms import scratch as scratch_arm
@@ -96,14 +96,14 @@ def test_config_rejects_bad_sweeps_and_matches_dvc_yaml():
     with pytest.raises(ConfigError, match="data_hunger.scratch.lrs must not repeat"):
         params_with(data_hunger={"scratch": {"lrs": [0.001, 0.001]}})
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
-    for stage, arm in (("sweep_scratch", "scratch"), ("sweep_cnn", "cnn"), ("sweep_pixels", "pixels")):
-        assert stages[stage]["matrix"] == {"point": "${data_hunger.points}"}
-        assert stages[stage]["cmd"] == f"python -m pipeline.stages.sweep {arm} ${{item.point}}"
+    for name, arm in arms.REGISTRY.items():  # an arm's own matrix over the points, or one shared (arm x point)
+        spec = stages[arm.dvc_stage]
+        shared = "arm" in spec["matrix"]
+        assert spec["matrix"]["point"] == "${data_hunger.points}" and (not shared or name in spec["matrix"]["arm"])
+        assert spec["cmd"] == f"python -m pipeline.stages.sweep {'${item.arm}' if shared else name} ${{item.point}}"
     assert stages["sweep_pretrained"]["matrix"] == {"arm": ["linear", "finetune"], "point": "${data_hunger.points}"}
-    assert sorted(["scratch", "cnn", "pixels", *stages["sweep_pretrained"]["matrix"]["arm"]]) == sorted(arms.ARMS)
-    assert set(sweep.DVC_STAGES) == set(arms.ARMS)
     assert "metrics/data_hunger" in stages["data_hunger"]["deps"]  # the folder of every item's point file
-    names = ("sweep_scratch", "sweep_cnn", "sweep_pretrained", "sweep_pixels")
+    names = sorted({arm.dvc_stage for arm in arms.REGISTRY.values()})
     outs = [next(iter(out)) for name in names for out in stages[name]["outs"]]
     assert all(out.startswith("metrics/data_hunger/") for out in outs)
 
@@ -235,7 +235,7 @@ def test_the_test_set_chooses_nothing(tiny_project):
 def test_finetune_model_keeps_the_backbone_and_adds_a_zero_head():
     torch.manual_seed(0)
     backbone = ViT(vit_config("tiny", num_classes=10))
-    model = finetune_arm.finetune_model(backbone, 3)
+    model = checkpoints.finetune_model(backbone, 3)
     assert model.heads.head.weight.shape == (3, 32) and not model.heads.head.weight.any()
     assert torch.equal(model.conv_proj.weight, backbone.conv_proj.weight)
     assert all(p.requires_grad for p in model.parameters())
@@ -291,8 +291,8 @@ def test_aggregate_refuses_a_missing_point(tiny_project, monkeypatch):
 
 
 def test_decay_variants_change_only_the_optimiser_and_its_decay():
-    assert scratch_arm.DECAY_VARIANTS == {"adam_l2": ("adam", None), "adamw": ("adamw", None),
-                                          "adam_no_decay": ("adam", 0.0)}  # fmt: skip
+    changes = {name: (v.optimizer, v.weight_decay) for name, v in arms.DECAY_VARIANTS.items()}
+    assert changes == {"adam_l2": ("adam", None), "adamw": ("adamw", None), "adam_no_decay": ("adam", 0.0)}
 
 
 @pytest.mark.parametrize("variants", [["sgd"], ["paper"], ["adamw", "adamw"], []])

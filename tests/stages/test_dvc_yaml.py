@@ -121,3 +121,10 @@ def test_the_import_walk_follows_every_import_form_and_subpackages():
     assert "pipeline/arms/__init__.py" in imported_modules("pipeline.stages.sweep")
     assert "pipeline/stages/sweep.py" not in imported_modules("pipeline.stages.ablation")
     assert "pipeline/model.py" not in imported_modules("pipeline.stages.download")
+
+
+@pytest.mark.parametrize("stage", ["plot", "data_hunger", "pretraining_scale", "summary"])
+def test_stages_that_only_draw_or_gather_never_depend_on_the_model(stage):
+    """plot, data_hunger and pretraining_scale turn JSON into PNGs, summary gathers JSON: editing the ViT, the
+    trainer or the downloader must not rerun them."""
+    assert not {"pipeline/model.py", "pipeline/engine.py", "pipeline/fetch.py"} & set(STAGES[stage]["deps"])

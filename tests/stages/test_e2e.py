@@ -26,7 +26,7 @@ import pytest
 import torch
 from project_copy import clean_env, copy_project, set_params
 
-from pipeline.arms import ARMS
+from pipeline.arms import ARMS, REGISTRY
 from pipeline.model import ViT, vit_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,8 +40,10 @@ STAGES = (
 # The data-hunger sweep, cut to one point (data_hunger.points) so that the suite stays short: its matrices'
 # items (point, or arm x point) and the stage that gathers them. tests/stages/test_data_hunger.py gathers five.
 SWEEP_STAGES = (
-    *(f"sweep_{arm}@0" for arm in ("scratch", "cnn", "pixels")),
-    *(f"sweep_pretrained@{arm}-0" for arm in ("linear", "finetune")),
+    *(
+        f"{arm.dvc_stage}@{name}-0" if arm.dvc_stage == "sweep_pretrained" else f"{arm.dvc_stage}@0"
+        for name, arm in REGISTRY.items()
+    ),  # sweep_pretrained's matrix is arm x point, the others' point alone
     "data_hunger",
 )
 

@@ -54,7 +54,7 @@ def test_load_tensors_of_a_missing_file_says_run_dvc_repro(tmp_path):
         files.load_tensors(tmp_path / "absent.pt")
 
 
-@pytest.mark.parametrize("fails", ["write_bytes", "os.replace"])
+@pytest.mark.parametrize("fails", ["write", "os.replace"])
 @pytest.mark.parametrize(
     "save", [lambda p: files.write_json(p, {"new": 1}), lambda p: files.save_tensors(p, {"new": torch.ones(3)})]
 )
@@ -68,11 +68,16 @@ def test_failed_write_keeps_the_previous_file_and_leaves_no_temp_file(tmp_path, 
             stream.write(data[: len(data) // 2])
         raise OSError("disk full")
 
+    def half_a_tensor_file_then_fail(obj, stream):  # save_tensors streams torch.save into the file
+        stream.write(b"PK\x03\x04 half")
+        raise OSError("disk full")
+
     def refuse(src, dst):
         raise OSError("rename refused")
 
-    if fails == "write_bytes":
+    if fails == "write":
         monkeypatch.setattr(Path, "write_bytes", half_then_fail)
+        monkeypatch.setattr(files.torch, "save", half_a_tensor_file_then_fail)
     else:
         monkeypatch.setattr(files.os, "replace", refuse)
     with pytest.raises(OSError):

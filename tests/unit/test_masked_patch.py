@@ -54,9 +54,9 @@ def test_the_arms_load_the_masked_patch_backbone_with_its_mean_patch_token(tmp_p
     from helpers import CPU
 
     from pipeline import paths
+    from pipeline.checkpoints import load_backbone
     from pipeline.errors import UserError
     from pipeline.files import save_tensors
-    from pipeline.pretraining import load_backbone
 
     monkeypatch.chdir(tmp_path)
     vit = model().vit

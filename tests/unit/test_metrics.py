@@ -1,11 +1,12 @@
-"""pipeline.metrics: per-image metrics, baselines and spreads."""
+"""pipeline.metrics and pipeline.stats: per-image metrics, baselines, spreads and paired differences."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from pipeline.metrics import collapse, majority_baseline, per_class, pixels_logreg, spread
+from pipeline.metrics import collapse, majority_baseline, per_class, pixels_logreg
+from pipeline.stats import spread
 
 # --- metrics ---------------------------------------------------------------------------------
 
@@ -48,7 +49,7 @@ def test_pixels_logreg_separates_dark_from_bright_images():
 
 
 def test_paired_difference_gives_the_t_interval_and_a_verdict_only_where_it_excludes_zero():
-    from pipeline.metrics import paired_difference
+    from pipeline.stats import paired_difference
 
     # differences 0.1, 0.15, 0.2, 0.18, 0.17: mean 0.16, sd 0.038079, t(0.975, 4) = 2.7764
     result = paired_difference([0.5, 0.6, 0.7, 0.6, 0.65], [0.4, 0.45, 0.5, 0.42, 0.48])
@@ -65,7 +66,7 @@ def test_paired_difference_gives_the_t_interval_and_a_verdict_only_where_it_excl
 
 
 def test_curve_comparisons_pair_every_stated_pair_at_every_shared_size():
-    from pipeline.metrics import COMPARISONS, curve_comparisons
+    from pipeline.stats import COMPARISONS, curve_comparisons
 
     curve = {arm: {"10": {"per_seed": [0.4, 0.5]}, "25": {"per_seed": [0.5, 0.6]}} for arm in
              ("scratch", "cnn", "pixels", "linear", "finetune")}  # fmt: skip
