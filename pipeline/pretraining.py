@@ -13,11 +13,11 @@ from pipeline import paths
 from pipeline.checkpoints import load_torchvision_weights
 from pipeline.config import BackboneConfig, PaperConfig
 from pipeline.data import ImageSet, batch_preparer, load_split
-from pipeline.engine import Recipe, count_parameters, epoch_steps, evaluate, train
+from pipeline.engine import count_parameters, epoch_recipe, evaluate, train
 from pipeline.fetch import download
-from pipeline.model import ViT, vit_config
 from pipeline.runtime import Runtime, seed_everything
 from pipeline.tracking import Tracker
+from pipeline.trunk import build_backbone
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +28,8 @@ def pretrain(
     """Supervised pretraining of ViT ``model_name`` on the pool's classes (offline preset); returns the state
     dict, the per-epoch records and the summary for metrics/backbone.json."""
     pool_train, pool_test = load_split(paths.PREPARED / "pool_train.pt"), load_split(paths.PREPARED / "pool_test.pt")
-    generator = seed_everything(cfg.seed)
-    model = ViT(vit_config(model_name, num_classes=len(pool_train.classes))).to(runtime.device)
-    history = train_on_pool(model, pool_train, pool_test, cfg, runtime, generator, eval_batch_size, tracker, "backbone")
+    model, history = pretrain_on_pool("vit", model_name, (), pool_train, pool_test, cfg, runtime, eval_batch_size,
+                                      tracker, "backbone")  # fmt: skip
     state = {k: v.cpu() for k, v in model.state_dict().items()}
     summary = {
         "source": "pretrain",
@@ -43,6 +42,23 @@ def pretrain(
     return state, history, summary
 
 
+def pretrain_on_pool(
+    arch: str, model_name: str, widths: tuple[int, ...], pool_train: ImageSet, pool_test: ImageSet,
+    cfg: BackboneConfig, runtime: Runtime, eval_batch_size: int, tracker: Tracker, description: str,
+    score_every_epoch: bool = True,
+) -> tuple[nn.Module, list[dict]]:  # fmt: skip
+    """A backbone (``arch`` vit or resnet) seeded, built and trained by ``backbone``'s recipe on ``pool_train``:
+    the one function behind the backbone stage and every point of the pretraining-size axis, so the axis's
+    whole-pool ViT is the backbone stage's model by construction (same function, seed, images and order:
+    ``curve.seed_subset`` keeps the pool's order), and ``pretrain_scale`` reads it instead of training it again.
+    Scoring the pool's test split every epoch or only after the last draws nothing from the generator."""
+    generator = seed_everything(cfg.seed)
+    model = build_backbone(arch, model_name, len(pool_train.classes), widths).to(runtime.device)
+    history = train_on_pool(model, pool_train, pool_test, cfg, runtime, generator, eval_batch_size, tracker,
+                            description, score_every_epoch)  # fmt: skip
+    return model, history
+
+
 def train_on_pool(
     model: nn.Module, pool_train: ImageSet, pool_test: ImageSet, cfg: BackboneConfig, runtime: Runtime,
     generator: torch.Generator, eval_batch_size: int, tracker: Tracker, description: str,
@@ -51,8 +67,7 @@ def train_on_pool(
     """``backbone``'s recipe on the pool: its epochs, batch, optimiser and augmentation, the pool's test set
     scored every epoch (logged as ``pool_test_*``), or only after the last where ``score_every_epoch`` is off
     (the pretraining-size axis reports the last alone). Returns the per-epoch records."""
-    steps_per_epoch = epoch_steps(1, len(pool_train), cfg.batch_size)
-    recipe = Recipe.of(cfg, cfg.batch_size, cfg.epochs * steps_per_epoch)
+    recipe, steps_per_epoch = epoch_recipe(cfg, len(pool_train), cfg.batch_size)
     last = recipe.steps
     scored = {"test": (pool_test.images, pool_test.labels)}
 
@@ -61,8 +76,7 @@ def train_on_pool(
             result = evaluate(model, *scored["test"], runtime, eval_batch_size, batch_preparer(pool_train, False))
             record.update(test_loss=result.loss, test_acc=result.accuracy)
         # the pool's seven classes, not the target task: named apart from the arms' test_acc in MLflow
-        pool = {k.replace("test_", "pool_test_"): v for k, v in record.items() if k not in ("epoch", "step")}
-        tracker.log_metrics(pool, step=record["epoch"])
+        tracker.log_record(record, prefix="pool_")
         log.info(
             f"{description} epoch {record['epoch']}: "
             + ", ".join(f"{k} {v:.4f}" for k, v in record.items() if k not in ("epoch", "step"))

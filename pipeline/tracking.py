@@ -1,208 +1,42 @@
 """MLflow tracking that never stops a stage: on any MLflow failure it warns once and carries on.
 
-DVC's metrics files are the record; MLflow is the browsable history. The default store is
-``sqlite:///<repo root>/mlflow.db`` (``DVC_ROOT`` when DVC sets it, so queued and temporary
-experiments share one store) with artifacts in ``<repo root>/mlartifacts``;
-``MLFLOW_TRACKING_URI`` points it elsewhere, e.g. at a team server.
-
-Parallel writers (``dvc queue start -j 2``) share one SQLite file: the first use of a store, when
-MLflow creates or migrates its tables, is serialised with a lock on the store's folder, and a
-write that finds the database locked is retried with backoff instead of being dropped.
+DVC's metrics files are the record; MLflow is the browsable history, in the store of
+:mod:`pipeline.mlflow_store` (artifacts in ``<repo root>/mlartifacts``), each run tagged with
+:mod:`pipeline.provenance` and the params dvc.yaml lists for its stage (:mod:`pipeline.dvc_files`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import functools
 import logging
 import os
-import platform
-import random
-import subprocess
-import sys
 import time
 import warnings
 from pathlib import Path
 
 import torch
 
-from pipeline.files import is_main_process, process_alive
+from pipeline.dvc_files import data_digest, stage_params
+from pipeline.files import is_main_process
+from pipeline.mlflow_store import (
+    bound_http_retries,
+    mark_dead_runs_killed,
+    quiet_mlflow_logs,
+    repo_root,
+    retry_when_locked,
+    start_system_metrics,
+    store_lock,
+    tracking_uri,
+)
+from pipeline.provenance import context_tags, git_state, provenance
 
 log = logging.getLogger(__name__)
 
 
-def repo_root() -> Path:
-    return Path(os.environ.get("DVC_ROOT") or Path.cwd()).resolve()
-
-
-def tracking_uri() -> str:
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{repo_root() / 'mlflow.db'}"
-
-
-SYSTEM_METRICS_INTERVAL_S = 10  # MLflow's default; MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL overrides it
-# A team server that refuses or stalls must cost a stage seconds, not minutes: MLflow's defaults (7 retries with
-# exponential backoff, 120 s per request) made train_scratch take 273 s instead of 34 s against a refusing port.
-# Applied where the user has not set them; after one failure a tracker stops trying (Tracker._fail).
-HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
-                 "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}  # fmt: skip
-
-
-def bound_http_retries() -> None:
-    for key, value in HTTP_DEFAULTS.items():
-        os.environ.setdefault(key, value)
-
-
-def start_system_metrics(run_id: str, uri: str):
-    """MLflow's system-metrics monitor (CPU, memory, disk, network; GPU where there is one) on ``run_id``, a
-    thread sampling every ``SYSTEM_METRICS_INTERVAL_S``; None where it cannot start (psutil missing, or
-    ``PIPELINE_SYSTEM_METRICS=0``)."""
-    if os.environ.get("PIPELINE_SYSTEM_METRICS", "1") == "0":
-        return None
-    try:
-        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
-
-        monitor = SystemMetricsMonitor(run_id, sampling_interval=SYSTEM_METRICS_INTERVAL_S, tracking_uri=uri)
-    except Exception:  # psutil missing: the run goes on without system metrics
-        return None
-    monitor.start()
-    return monitor
-
-
-_LOCK_WAIT_S = 120.0  # the longest one stage waits for another's store set-up before tracking without MLflow
-# How long one write keeps retrying "database is locked" (after SQLite's own 5 s wait each time) before the
-# tracker gives up: eight writers (`dvc queue start -j 8`) finishing at once queue for tens of seconds, and giving
-# up after a few left a successful run RUNNING, which the next stage then marked KILLED.
-_LOCKED_WAIT_S = 120.0
-
-
-def _sqlite_path(uri: str) -> Path | None:
-    return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
-
-
-@contextlib.contextmanager
-def _store_lock(uri: str):
-    """Holds an exclusive lock on a SQLite store's folder: two processes creating MLflow's tables at once
-    corrupt the schema ("table ... already exists", "Online migration expected to match one row")."""
-    path = _sqlite_path(uri)
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows: no advisory locks; parallel queue jobs may lose runs
-        fcntl = None
-    if path is None or fcntl is None:
-        yield
-        return
-    folder = path.parent
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder, os.O_RDONLY)  # a lock on the folder, not a file, so no lock file is left behind
-    try:
-        deadline = time.monotonic() + _LOCK_WAIT_S
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"another process held the lock on {folder} for {_LOCK_WAIT_S:.0f} s") from None
-                time.sleep(0.1)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
-def _retry_when_locked(action):
-    """Runs ``action()``, retrying for up to ``_LOCKED_WAIT_S`` while SQLite reports the database locked by
-    another writer, with jittered backoff (0.1 s doubling to 2 s) so writers that collided do not retry in step."""
-    deadline = time.monotonic() + _LOCKED_WAIT_S
-    attempt = 0
-    while True:
-        try:
-            return action()
-        except Exception as error:
-            if "database is locked" not in str(error) or time.monotonic() >= deadline:
-                raise
-            time.sleep(min(2.0, 0.1 * 2**attempt) * random.uniform(0.5, 1.5))
-            attempt += 1
-
-
-# What decides a run's results. Outputs are left out: `dvc repro` deletes a stage's git-tracked outputs
-# before running it, so including them would call every run dirty.
-SOURCES = ("pipeline", "params.yaml", "dvc.yaml")
 # What a logged model needs to load (given, so MLflow does not spend seconds inferring it from the environment).
 MODEL_REQUIREMENTS = [f"torch=={torch.__version__.split('+')[0]}"]
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}  # `mlflow ui` opens on the runs
-
-
-def git_state() -> dict[str, str]:
-    """The commit and whether the sources or params differ from it (``unknown`` outside git); read once per
-    process and folder, which a stage's nested runs share."""
-    return dict(_git_state(os.getcwd()))
-
-
-@functools.cache
-def _git_state(folder: str) -> dict[str, str]:
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", *args], cwd=folder, capture_output=True, text=True, check=True, timeout=30
-        ).stdout.strip()
-
-    try:
-        commit = git("rev-parse", "HEAD")
-        dirty = bool(git("status", "--porcelain", "--untracked-files=no", "--", *SOURCES))
-    except (OSError, subprocess.SubprocessError):
-        return {"git_commit": "unknown", "git_dirty": "unknown"}
-    return {"git_commit": commit, "git_dirty": str(dirty).lower()}
-
-
-def context_tags(commit: str) -> dict[str, str]:
-    """MLflow's reserved tags (the Source, Version and User columns of `mlflow ui`), and host and pid, by
-    which a later stage tells that this run's process died."""
-    import getpass
-
-    script = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
-    source = next((arg for arg in sys.orig_argv[1:] if arg.startswith("pipeline.")), script)  # the -m module
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):  # pragma: no cover - a uid without a name
-        user = "unknown"
-    return {
-        "mlflow.source.name": source,
-        "mlflow.source.type": "LOCAL",
-        "mlflow.source.git.commit": commit,
-        "mlflow.user": user,
-        "host": platform.node(),
-        "pid": str(os.getpid()),
-    }
-
-
-def mark_dead_runs_killed(client, experiment_id: str) -> list[str]:
-    """Marks this host's RUNNING runs whose process is gone (a SIGKILL, a closed laptop) as KILLED."""
-    here = platform.node()
-    killed = []
-    for run in client.search_runs([experiment_id], filter_string="attributes.status = 'RUNNING'", max_results=1000):
-        tags = run.data.tags
-        pid = tags.get("pid", "")
-        if tags.get("host") == here and pid.isdigit() and not process_alive(int(pid)):
-            client.set_terminated(run.info.run_id, status="KILLED")
-            killed.append(run.info.run_id)
-    return killed
-
-
-def provenance() -> dict[str, str]:
-    """Versions and machine, logged with every run."""
-    return {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "platform": platform.platform(),
-        "cpu_count": str(os.cpu_count()),
-    }
-
-
-def quiet_mlflow_logs() -> None:
-    """MLflow and alembic announce every store set-up at INFO ("Creating initial MLflow database tables..."):
-    keep stage output to the stage's own lines."""
-    for name in ("mlflow", "alembic"):
-        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 class Tracker:
@@ -258,14 +92,14 @@ class Tracker:
                 if os.environ.get("DVC_EXP_NAME"):
                     tags["dvc_experiment"] = os.environ["DVC_EXP_NAME"]
                 params = [Param(k, str(v)[:6000]) for k, v in self.params.items()]
-                with _store_lock(uri):
+                with store_lock(uri):
                     self.client = mlflow.MlflowClient(tracking_uri=uri)
-                    experiment_id = _retry_when_locked(lambda: self._experiment_id(uri))
+                    experiment_id = retry_when_locked(lambda: self._experiment_id(uri))
                     if self.parent_id is None:
-                        _retry_when_locked(lambda: mark_dead_runs_killed(self.client, experiment_id))
-                    run = _retry_when_locked(lambda: self.client.create_run(experiment_id, run_name=self.run_name))
+                        retry_when_locked(lambda: mark_dead_runs_killed(self.client, experiment_id))
+                    run = retry_when_locked(lambda: self.client.create_run(experiment_id, run_name=self.run_name))
                     self.run_id = run.info.run_id
-                    _retry_when_locked(
+                    retry_when_locked(
                         lambda: self.client.log_batch(
                             self.run_id,
                             params=params,
@@ -293,6 +127,15 @@ class Tracker:
             artifacts = (repo_root() / "mlartifacts" / self.experiment).as_uri()
         return self.client.create_experiment(self.experiment, artifact_location=artifacts, tags=EXPERIMENT_KIND)
 
+    def log_record(self, record: dict, step: str = "epoch", keys=None, prefix: str = "") -> None:
+        """One training record (an epoch's or a score's numbers) at its ``record[step]``: every number but the
+        ``epoch`` and ``step`` counters, or only ``keys``; ``prefix`` renames ``test_*`` (the pool's test split is
+        logged as ``pool_test_*``, apart from the arms' test accuracy)."""
+        numbers = {k: v for k, v in record.items() if k not in ("epoch", "step") and (keys is None or k in keys)}
+        if prefix:
+            numbers = {k.replace("test_", f"{prefix}test_"): v for k, v in numbers.items()}
+        self.log_metrics(numbers, step=record[step])
+
     def log_metrics(self, metrics: dict[str, float | None], step: int | None = None) -> None:
         """``metrics`` at ``step``; a None value (step 0's score has no training loss yet) is left out."""
         metrics = {k: v for k, v in metrics.items() if v is not None}
@@ -303,7 +146,7 @@ class Tracker:
 
             now = int(time.time() * 1000)
             batch = [Metric(k, float(v), now, step or 0) for k, v in metrics.items()]
-            _retry_when_locked(lambda: self.client.log_batch(self.run_id, metrics=batch, synchronous=True))
+            retry_when_locked(lambda: self.client.log_batch(self.run_id, metrics=batch, synchronous=True))
         except Exception as error:
             self._fail("log_metrics", error)
 
@@ -329,7 +172,7 @@ class Tracker:
 
             dataset = Dataset(name=name, digest=digest[:36], source_type="local", source=source)
             inputs = [DatasetInput(dataset, tags=[InputTag("mlflow.data.context", context)])]
-            _retry_when_locked(lambda: self.client.log_inputs(self.run_id, datasets=inputs))
+            retry_when_locked(lambda: self.client.log_inputs(self.run_id, datasets=inputs))
         except Exception as error:
             self._fail("log_input", error)
 
@@ -366,41 +209,11 @@ class Tracker:
             return
         try:
             wall_time = time.time() - self.started
-            _retry_when_locked(lambda: self.client.log_metric(self.run_id, "wall_time_s", wall_time))
+            retry_when_locked(lambda: self.client.log_metric(self.run_id, "wall_time_s", wall_time))
             status = "FINISHED" if exc_type is None else "FAILED"
-            _retry_when_locked(lambda: self.client.set_terminated(self.run_id, status=status))
+            retry_when_locked(lambda: self.client.set_terminated(self.run_id, status=status))
         except Exception as error:
             self._fail("finish", error)
-
-
-def read_yaml(path: Path):
-    """A YAML file through libyaml where PyYAML has it: dvc.lock is about 200 KB, 2 s in pure Python on 2 cores."""
-    import yaml
-
-    return yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-
-
-def stage_params(flat: dict[str, str], dvc_stage: str, dvc_yaml: Path = Path("dvc.yaml")) -> dict[str, str]:
-    """The params ``dvc_stage`` reads (its ``params:`` list in dvc.yaml), from all params flattened; all of
-    them when dvc.yaml or the stage is not there."""
-    import yaml
-
-    try:
-        keys = read_yaml(dvc_yaml)["stages"][dvc_stage]["params"]
-    except (OSError, KeyError, TypeError, yaml.YAMLError):
-        return flat
-    return {k: v for k, v in flat.items() if any(k == key or k.startswith(f"{key}.") for key in keys)}
-
-
-def data_digest(folder: str = "data/prepared", lock: Path = Path("dvc.lock")) -> str:
-    """DVC's md5 of ``folder`` as dvc.lock records it (the prepare stage's output), or "unknown"."""
-    import yaml
-
-    try:
-        stages = read_yaml(lock)["stages"]
-        return next(out["md5"] for stage in stages.values() for out in stage.get("outs", []) if out["path"] == folder)
-    except (OSError, KeyError, TypeError, StopIteration, yaml.YAMLError):
-        return "unknown"
 
 
 def stage_tracker(

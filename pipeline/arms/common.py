@@ -156,3 +156,30 @@ def choose_lr(candidates: list[tuple[dict, object]]) -> tuple[dict, object]:
         if better_score(candidate[0], best[0]):
             best = candidate
     return best
+
+
+def keep_run(result: dict, tracker) -> dict:
+    """A kept run's test score, taken once (never for a learning rate the validation set turned down), logged
+    to its ``tracker`` and merged into ``result``."""
+    test = result.pop("score")()
+    tracker.log_metrics(test | {"final_test_acc": test["test_acc"]})  # the run has ended; MLflow takes it
+    return result | test
+
+
+def seed_protocol(run, lrs: list[float | None], seeds: list[int]) -> tuple[dict[int, dict], dict[str, dict]]:
+    """The learning-rate protocol of the curve: the first seed at every learning rate of the arm's grid
+    (``[None]`` for a probe, which chooses its own ridge), the run with the best validation score kept
+    (:func:`choose_lr`), the other seeds at its learning rate; each kept run's test set scored once
+    (:func:`keep_run`). ``run(seed, lr)`` trains one run and returns its result and tracker.
+
+    The choice is made on the first seed alone, so the other seeds are fresh draws for the interval.
+    Returns the kept runs by seed and the first seed's validation score at each learning rate."""
+    first, *others = seeds
+    candidates = [run(first, lr) for lr in lrs]
+    trials = {} if lrs == [None] else {
+        f"{c['lr']:g}": {"val_acc": c["val_acc"], "val_loss": c["val_loss"]} for c, _ in candidates
+    }  # fmt: skip
+    runs = {first: keep_run(*choose_lr(candidates))}
+    for seed in others:
+        runs[seed] = keep_run(*run(seed, runs[first].get("lr")))
+    return runs, trials

@@ -10,7 +10,7 @@ from pipeline.arms.common import Curve, fit_seed, load_point
 from pipeline.checkpoints import load_scratch_weights
 from pipeline.config import ScratchRecipe
 from pipeline.data import ImageSet, batch_preparer
-from pipeline.engine import Evaluation, Recipe, epoch_steps, evaluate, train
+from pipeline.engine import Evaluation, epoch_recipe, evaluate, train
 from pipeline.metrics import collapse
 from pipeline.model import ViT, vit_config
 from pipeline.runtime import Runtime, seed_everything
@@ -72,7 +72,7 @@ def train_decay_variant(
     changed = dataclasses.replace(
         recipe, optimizer=optimizer, weight_decay=recipe.weight_decay if decay is None else decay
     )
-    steps_per_epoch = epoch_steps(1, len(train_set), recipe.batch_size)
+    full, steps_per_epoch = epoch_recipe(changed, len(train_set), recipe.batch_size)
     generator = seed_everything(seed)
     config = vit_config(model_name, num_classes=len(train_set.classes), dropout=recipe.dropout,
                         dropout_after_attention=False)  # fmt: skip
@@ -82,7 +82,6 @@ def train_decay_variant(
     def record_norms(record: dict) -> None:
         history.append({**record, **weight_rms(model)})
 
-    full = Recipe.of(changed, recipe.batch_size, recipe.epochs * steps_per_epoch)
     train(
         model, train_set.images, train_set.labels, full, runtime, generator,
         prepare=batch_preparer(train_set, recipe.augment), record_every=steps_per_epoch,

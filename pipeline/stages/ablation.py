@@ -48,7 +48,7 @@ def run_ablation(params: Params) -> tuple[dict, dict]:
                     run, history = run_decay_variant(variant, params.model_name, recipe, sets, runtime, seed,
                                                      params.evaluate.batch_size)  # fmt: skip
                     for record in history:
-                        tracker.log_metrics({k: record[k] for k in SERIES if k in record}, step=record["epoch"])
+                        tracker.log_record(record, keys=SERIES)
                     tracker.log_metrics({**run, "final_test_acc": run["test_acc"]})
                 runs.append(run)
                 histories.append(history)

@@ -19,7 +19,7 @@ from pipeline.checkpoints import load_backbone, model_card, save_head, with_head
 from pipeline.config import load_params
 from pipeline.curve import SEED_ARMS_KEY, seed_subset, sweep_train_set, val_set
 from pipeline.data import batch_preparer, view_transform
-from pipeline.engine import Recipe, epoch_steps, extract_features, train
+from pipeline.engine import epoch_recipe, extract_features, train
 from pipeline.errors import stage_main
 from pipeline.files import atomic_dir, file_sha256
 from pipeline.history import write_histories
@@ -45,16 +45,13 @@ def main() -> None:
         for seed in params.seeds:
             train_set = seed_subset(pool, params.seed_arms_per_class, seed, SEED_ARMS_KEY)
             train_features = extract_features(backbone, train_set.images, runtime, batch, score)
-            steps_per_epoch = epoch_steps(1, len(train_set), cfg.batch_size)
-            recipe = Recipe.of(cfg, cfg.batch_size, cfg.epochs * steps_per_epoch)
+            recipe, steps_per_epoch = epoch_recipe(cfg, len(train_set), cfg.batch_size)
             generator = seed_everything(seed)
             head = nn.Linear(backbone.config.hidden_dim, len(pool.classes)).to(runtime.device)
             with stage.child(f"linear_probe-seed{seed}", {"seed": str(seed)}, seed=str(seed)) as tracker:
 
                 def report(record: dict, seed: int = seed, tracker=tracker) -> None:
-                    tracker.log_metrics(
-                        {k: v for k, v in record.items() if k not in ("epoch", "step")}, step=record["epoch"]
-                    )
+                    tracker.log_record(record)
                     log.info(f"linear seed {seed} epoch {record['epoch']}: val_acc {record['val_acc']:.4f}")
 
                 histories[seed] = train(

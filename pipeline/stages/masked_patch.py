@@ -50,7 +50,7 @@ def main() -> None:
         model = MaskedPatchModel(vit, cfg.bits).to(runtime.device)
 
         def report(record: dict) -> None:
-            tracker.log_metrics({k: v for k, v in record.items() if k != "epoch"}, step=record["epoch"])
+            tracker.log_record(record)
             log.info(f"masked_patch epoch {record['epoch']}: loss {record['train_loss']:.4f}, "
                      f"patch accuracy {record['patch_acc']:.4f}")  # fmt: skip
 

@@ -23,11 +23,11 @@ from pipeline.engine import count_parameters
 from pipeline.errors import UserError, stage_main
 from pipeline.files import write_json
 from pipeline.logs import stage_log as log
-from pipeline.pretraining import train_on_pool
-from pipeline.runtime import resolve_runtime, seed_everything
+from pipeline.pretraining import pretrain_on_pool
+from pipeline.runtime import resolve_runtime
 from pipeline.scale import ARCHES, few_shot
 from pipeline.tracking import stage_tracker
-from pipeline.trunk import Trunk, build_backbone, features
+from pipeline.trunk import Trunk, features
 
 OUTPUT = paths.METRICS / "pretraining_scale"
 NOT_OFFLINE = "the paper preset's backbone is ImageNet's; the pretraining-size axis needs the offline pool"
@@ -42,15 +42,13 @@ def run_item(params: Params, arch: str, point: int) -> dict:
     pool = seed_subset(pool_all, params.pretraining_scale.pool_per_class[point], cfg.seed, POOL_KEY)
     name = f"pretrain_scale-{arch}-{len(pool)}"
     with stage_tracker(params, name, seed=cfg.seed, runtime=runtime, arch=arch, n_pretrain=str(len(pool))) as tracker:
-        if arch == "vit" and len(pool) == len(pool_all):  # the backbone stage's: the same recipe, seed and images
+        if arch == "vit" and len(pool) == len(pool_all):  # the backbone stage's pretrain_on_pool, read
             model = load_backbone(params.offline.model, runtime, "supervised")
             pool_test_acc = json.loads((paths.METRICS / "backbone.json").read_text())["pool_test_acc"]
         else:
-            generator = seed_everything(cfg.seed)
-            model = build_backbone(arch, params.offline.model, len(pool.classes), tuple(params.data_hunger.cnn_widths))
-            model = model.to(runtime.device)
-            history = train_on_pool(
-                model, pool, pool_test, cfg, runtime, generator, batch, tracker, name, score_every_epoch=False
+            widths = tuple(params.data_hunger.cnn_widths)
+            model, history = pretrain_on_pool(
+                arch, params.offline.model, widths, pool, pool_test, cfg, runtime, batch, tracker, name, False
             )
             pool_test_acc = history[-1]["test_acc"]
         trunk = Trunk(model.eval())

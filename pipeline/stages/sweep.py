@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 
 from pipeline.arms import ARMS, REGISTRY, TRAINED, arm_module
-from pipeline.arms.common import PER_RUN, Curve, choose_lr, point_summary
+from pipeline.arms.common import PER_RUN, Curve, point_summary, seed_protocol
 from pipeline.config import Params, load_params
 from pipeline.curve import point_path
 from pipeline.errors import UserError, stage_main
@@ -37,8 +37,6 @@ def run_point(params: Params, arm: str, point: int) -> dict:
     n = data["n"]
     lrs = getattr(params.data_hunger, arm).lrs if arm in TRAINED else [None]
     first, *others = params.seeds
-    runs: dict[int, dict] = {}
-    trials: dict[str, dict] = {}  # the first seed's best validation score at each learning rate
     with stage_tracker(params, f"sweep-{arm}-{n}", runtime=runtime, dvc_stage=REGISTRY[arm].dvc_stage, arm=arm,
                        n_train_per_class=str(n), point=str(point)) as stage:  # fmt: skip
 
@@ -48,25 +46,14 @@ def run_point(params: Params, arm: str, point: int) -> dict:
             with stage.child(name, differs, **differs) as tracker:
                 result = module.run_seed(curve, data, seed, lr)
                 for record in result.get("curve", []):
-                    tracker.log_metrics({k: v for k, v in record.items() if k != "step"}, step=record["step"])
+                    tracker.log_record(record, step="step")
                 tracker.log_metrics({k: float(result[k]) for k in PER_RUN if k in result})
             done = lrs.index(lr) + 1 if seed == first else len(lrs) + others.index(seed) + 1
             log.info(f"{name} (run {done} of {len(lrs) + len(others)}): val_acc {result['val_acc']:.4f}, "
                      f"best step {result.get('best_step', '-')} of {result.get('steps', '-')}")  # fmt: skip
             return result, tracker
 
-        def keep(result: dict, tracker) -> dict:
-            """The test set, scored once for a run that is kept (never for an lr the validation set turned down)."""
-            test = result.pop("score")()
-            tracker.log_metrics(test | {"final_test_acc": test["test_acc"]})  # the run has ended; MLflow takes it
-            return result | test
-
-        candidates = [run(first, lr) for lr in lrs]
-        if lrs != [None]:
-            trials = {f"{c['lr']:g}": {"val_acc": c["val_acc"], "val_loss": c["val_loss"]} for c, _ in candidates}
-        runs[first] = keep(*choose_lr(candidates))
-        for seed in others:
-            runs[seed] = keep(*run(seed, runs[first].get("lr")))
+        runs, trials = seed_protocol(run, lrs, params.seeds)
         accuracies = [r["test_acc"] for r in runs.values()]
         stage.log_metrics({"test_acc_mean": sum(accuracies) / len(accuracies)}, step=n)
     regs = params.data_hunger.probe_regs

@@ -18,7 +18,7 @@ from pipeline.checkpoints import model_card, save_scratch, write_model_card
 from pipeline.config import Params, load_params
 from pipeline.curve import SEED_ARMS_KEY, seed_subset, sweep_train_set, val_set
 from pipeline.data import ImageSet, batch_preparer, view_transform
-from pipeline.engine import Recipe, epoch_steps, train
+from pipeline.engine import epoch_recipe, train
 from pipeline.errors import stage_main
 from pipeline.files import atomic_dir
 from pipeline.history import write_histories
@@ -33,8 +33,7 @@ def train_one_seed(
 ) -> tuple[ViT, list[dict]]:
     """Trains one from-scratch model; returns it and its per-epoch history."""
     cfg = params.scratch_recipe
-    steps_per_epoch = epoch_steps(1, len(train_set), cfg.batch_size)
-    recipe = Recipe.of(cfg, cfg.batch_size, cfg.epochs * steps_per_epoch)
+    recipe, steps_per_epoch = epoch_recipe(cfg, len(train_set), cfg.batch_size)
     generator = seed_everything(seed)
     config = vit_config(
         params.model_name, num_classes=len(train_set.classes), dropout=cfg.dropout, dropout_after_attention=False
@@ -42,7 +41,7 @@ def train_one_seed(
     model = ViT(config).to(runtime.device)
 
     def report(record: dict) -> None:
-        tracker.log_metrics({k: v for k, v in record.items() if k not in ("epoch", "step")}, step=record["epoch"])
+        tracker.log_record(record)
         log.info(f"scratch seed {seed} epoch {record['epoch']}: val_acc {record['val_acc']:.4f}")
 
     history = train(

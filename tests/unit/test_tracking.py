@@ -16,7 +16,7 @@ from pipeline.config import parse_params
 
 
 def test_tracking_uri_defaults_to_sqlite_under_dvc_root_and_env_overrides(tmp_path, monkeypatch):
-    from pipeline.tracking import tracking_uri
+    from pipeline.mlflow_store import tracking_uri
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.setenv("DVC_ROOT", str(tmp_path))
@@ -123,7 +123,7 @@ def test_a_run_whose_process_died_is_marked_killed_when_the_next_stage_starts(tm
 def test_git_dirty_looks_at_sources_and_params_only(tmp_path, monkeypatch):
     import subprocess
 
-    from pipeline.tracking import _git_state, git_state
+    from pipeline.provenance import _git_state, git_state
 
     def git(*args: str) -> None:
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
@@ -213,7 +213,7 @@ torch.save(model(torch.load({str(tmp_path / "example.pt")!r})), {str(tmp_path / 
 
 
 def test_stage_params_are_the_stage_s_dvc_yaml_list_or_all_without_one(tmp_path):
-    from pipeline.tracking import stage_params
+    from pipeline.dvc_files import stage_params
 
     flat = {
         "preset": "offline",
@@ -257,7 +257,8 @@ def test_a_dead_or_stalled_tracking_server_costs_seconds_and_one_warning(server,
     import socket
     import time
 
-    from pipeline.tracking import HTTP_DEFAULTS, Tracker
+    from pipeline.mlflow_store import HTTP_DEFAULTS
+    from pipeline.tracking import Tracker
 
     for key in HTTP_DEFAULTS:
         monkeypatch.delenv(key, raising=False)
@@ -303,11 +304,11 @@ def test_a_stage_run_records_system_metrics(tmp_path, monkeypatch):
 
 def test_a_locked_database_is_retried_for_a_minute_or_two_not_a_few_seconds(monkeypatch):
     """Three and a half seconds of backoff used to be all a write got before the tracker gave up."""
-    from pipeline import tracking
+    from pipeline import mlflow_store
 
     clock = [0.0]
-    monkeypatch.setattr(tracking.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(tracking.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s + 5.0))  # + SQLite's 5 s
+    monkeypatch.setattr(mlflow_store.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(mlflow_store.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s + 5.0))  # +SQLite 5 s
 
     def locked_until(t: float):
         def action():
@@ -317,13 +318,13 @@ def test_a_locked_database_is_retried_for_a_minute_or_two_not_a_few_seconds(monk
 
         return action
 
-    assert tracking._retry_when_locked(locked_until(90.0)) == "written"
+    assert mlflow_store.retry_when_locked(locked_until(90.0)) == "written"
     clock[0] = 0.0
     with pytest.raises(RuntimeError, match="database is locked"):
-        tracking._retry_when_locked(locked_until(10_000.0))
-    assert tracking._LOCKED_WAIT_S <= clock[0] <= tracking._LOCKED_WAIT_S + 8
+        mlflow_store.retry_when_locked(locked_until(10_000.0))
+    assert mlflow_store._LOCKED_WAIT_S <= clock[0] <= mlflow_store._LOCKED_WAIT_S + 8
     with pytest.raises(ValueError):  # any other error is not retried
-        tracking._retry_when_locked(lambda: (_ for _ in ()).throw(ValueError("bug")))
+        mlflow_store.retry_when_locked(lambda: (_ for _ in ()).throw(ValueError("bug")))
 
 
 EIGHT_WRITERS = """
