@@ -203,11 +203,16 @@ def file_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def read_json(path: Path) -> dict:
-    """A stage's JSON output, or a one-line error naming the file when an earlier stage has not made it."""
+def read_input(path: Path) -> str:
+    """A stage's input made by an earlier stage, or a one-line error naming the file when it is not there."""
     if not path.is_file():
         raise UserError(f"{path} is missing; run `dvc repro` (an earlier stage makes it)")
-    return json.loads(path.read_text())
+    return path.read_text()
+
+
+def read_json(path: Path) -> dict:
+    """:func:`read_input` of a JSON file."""
+    return json.loads(read_input(path))
 
 
 def _copy_file(source: str, target: str) -> None:

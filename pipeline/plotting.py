@@ -11,6 +11,16 @@ from pipeline.arms import DECAY_VARIANTS, REGISTRY, TABLE_ORDER
 from pipeline.files import atomic_path
 
 
+def pyplot():
+    """matplotlib's pyplot on the Agg backend (files only, no display), imported when a stage draws."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def parameter_count(n: int) -> str:
     """A parameter count for a legend: ``1.2M``, or ``12,345`` below 100,000."""
     return f"{n / 1e6:.2g}M" if n >= 100_000 else f"{n:,}"

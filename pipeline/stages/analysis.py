@@ -18,6 +18,7 @@ from pipeline.data import load_split
 from pipeline.errors import stage_main
 from pipeline.files import write_json
 from pipeline.logs import stage_log as log
+from pipeline.plotting import pyplot
 from pipeline.runtime import resolve_runtime
 from pipeline.stats import numeric_leaves
 from pipeline.tracking import stage_tracker
@@ -25,11 +26,7 @@ from pipeline.tracking import stage_tracker
 
 @stage_main
 def main() -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     params = load_params()
     runtime = resolve_runtime(params.runtime)
     first = params.seeds[0]

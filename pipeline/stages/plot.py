@@ -3,10 +3,9 @@ metrics/ablation.json."""
 
 from __future__ import annotations
 
-import json
-
 from pipeline import paths
-from pipeline.errors import UserError, stage_main
+from pipeline.errors import stage_main
+from pipeline.files import read_input, read_json
 from pipeline.history import read_history
 from pipeline.logs import stage_log as log
 from pipeline.plotting import (
@@ -15,28 +14,18 @@ from pipeline.plotting import (
     plot_confusion,
     plot_curves,
     plot_size,
+    pyplot,
     read_epochs_csv,
 )
 
 
-def read_input(path) -> str:
-    """An input of this stage, or one line saying which stage makes it."""
-    if not path.is_file():
-        raise UserError(f"{path} is missing; run `dvc repro`, which makes the plot stage's inputs first")
-    return path.read_text()
-
-
 @stage_main
 def main() -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    metrics = json.loads(read_input(paths.METRICS / "evaluate.json"))
-    matrices = json.loads(read_input(paths.CONFUSION / "matrices.json"))
+    plt = pyplot()
+    metrics = read_json(paths.METRICS / "evaluate.json")
+    matrices = read_json(paths.CONFUSION / "matrices.json")
     histories = {arm: read_history(read_input(paths.HISTORY / f"{arm}_seeds.csv")) for arm in paths.HEADLINE_VIEWS}
-    ablation = json.loads(read_input(paths.METRICS / "ablation.json"))
+    ablation = read_json(paths.METRICS / "ablation.json")
     series = read_epochs_csv(read_input(paths.PLOTS / "ablation.csv"))
     plot_curves(plt, histories, metrics["baselines"])
     plot_confusion(plt, matrices)

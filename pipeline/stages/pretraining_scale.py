@@ -9,14 +9,12 @@ go/no-go rule of params.yaml applied on validation numbers (never test).
 
 from __future__ import annotations
 
-import json
-
 from pipeline import paths
 from pipeline.config import load_params
 from pipeline.curve import sweep_train_set, val_set
 from pipeline.data import load_split
-from pipeline.errors import UserError, stage_main
-from pipeline.files import write_json, write_text
+from pipeline.errors import stage_main
+from pipeline.files import read_json, write_json, write_text
 from pipeline.logs import stage_log as log
 from pipeline.plotting import plot_pretraining_scale, save_note
 from pipeline.probe import flat_pixels
@@ -28,10 +26,7 @@ ITEMS = paths.METRICS / "pretraining_scale"
 
 
 def read_item(name: str) -> dict:
-    path = ITEMS / f"{name}.json"
-    if not path.is_file():
-        raise UserError(f"{path} is missing; run `dvc repro` (the pretrain_scale and masked_patch stages make it)")
-    return json.loads(path.read_text())
+    return read_json(ITEMS / f"{name}.json")
 
 
 @stage_main
