@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from pipeline.comparisons import COMPARISONS, paired_difference
+from pipeline.stats import COMPARISONS, paired_difference
 
 COMMITTED = Path("metrics/data_hunger")
 

@@ -157,11 +157,7 @@ def plot_ablation(plt, ablation: dict, series: dict[str, list[float | None]]) ->
 
 def plot_data_hunger(metrics: dict, arms, title: str) -> None:
     """Test accuracy against training images per class (log x): mean line, mean ± std band per arm."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     figure, axis = plt.subplots(figsize=(7, 4.5))
     for arm in arms:
         sizes = sorted(metrics[arm], key=int)
@@ -193,11 +189,7 @@ def plot_validation(summaries: dict[str, list[dict]]) -> None:
     """Every trained arm's validation accuracy (the selection rule's first key) against the share of its budget
     at each size (first seed, chosen learning rate), the kept step marked: what the validation rule saw when it
     stopped each run."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     trained = {arm: points for arm, points in summaries.items() if "lr" in points[0]}
     figure, axes = plt.subplots(1, len(trained), figsize=(4.2 * len(trained), 3.8), squeeze=False, sharey=True)
     cmap = plt.get_cmap("viridis")
@@ -220,19 +212,17 @@ def plot_validation(summaries: dict[str, list[dict]]) -> None:
 
 def plot_pretraining_scale(metrics: dict) -> None:
     """The paper's Figure 4 in miniature: few-shot test accuracy against pretraining images, ViT against
-    ResNet, one panel per number of shots; the masked-patch ViT as a point, the pixel probe as a line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    ResNet, one panel per number of shots; the masked-patch ViTs as points, the pixel probe as a line."""
+    plt = pyplot()
     shots = list(metrics["pixels"])
     figure, axes = plt.subplots(1, len(shots), figsize=(4.2 * len(shots), 3.8), squeeze=False, sharey=True)
     styles = {
         "vit": ("tab:blue", "o-", "ViT (supervised)"),
         "resnet": ("tab:orange", "s-", "small ResNet (supervised)"),
-        "vit_masked_patch": ("tab:purple", "*", "ViT (masked patches, all images)"),
     }
+    # the masked-patch ViT's points: the default (pool + target images, filled) and its pool-only twin (hollow)
+    which = {str(n): images for images, n in metrics.get("vit_masked_patch_sizes", {}).items()}
+    masked_labels = {"all": "pool + target images", "pool": "pool only"}
     for axis, shot in zip(axes[0], shots, strict=True):
         for arch, (colour, style, label) in styles.items():
             sizes = sorted(metrics[arch], key=int)
@@ -240,7 +230,13 @@ def plot_pretraining_scale(metrics: dict) -> None:
             std = [metrics[arch][n][shot]["std"] for n in sizes]
             params = parameter_count(metrics["trained_parameters"][arch])
             axis.errorbar([int(n) for n in sizes], mean, yerr=std, fmt=style, color=colour, capsize=3,
-                          markersize=10 if arch == "vit_masked_patch" else 5, label=f"{label}, {params}")  # fmt: skip
+                          markersize=5, label=f"{label}, {params}")  # fmt: skip
+        params = parameter_count(metrics["trained_parameters"]["vit_masked_patch"])
+        for n, by_shots in sorted(metrics["vit_masked_patch"].items(), key=lambda item: int(item[0])):
+            images = which.get(n, "all")
+            axis.errorbar([int(n)], [by_shots[shot]["mean"]], yerr=[by_shots[shot]["std"]], fmt="*", capsize=3,
+                          color="tab:purple", markerfacecolor="white" if images == "pool" else "tab:purple",
+                          markersize=10, label=f"ViT (masked patches, {masked_labels[images]}), {params}")  # fmt: skip
         pixels = metrics["pixels"][shot]
         axis.axhline(pixels["mean"], color="grey", linestyle="-.", label="few-shot probe on pixels")
         axis.set_xscale("log")
@@ -254,11 +250,7 @@ def plot_pretraining_scale(metrics: dict) -> None:
 
 def save_note(name: str, text: str) -> None:
     """A PNG that says why a plot has no data (e.g. a stage the preset does not run)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     figure = plt.figure(figsize=(6, 1.2))
     figure.text(0.5, 0.5, text, ha="center", va="center", fontsize=9, wrap=True)
     save(figure, name)

@@ -41,9 +41,13 @@ def few_shot(
     return result
 
 
-def gather(items: list[dict], masked: dict, pixels: dict[str, dict], decision_shots: int) -> dict:
-    """``{arch: {n_pretrain: {shots: {mean, std, per_seed, val}}}}`` for vit, resnet and vit_masked_patch, the
-    pixel probe, each backbone's pool test accuracy and parameters, and the masked-patch go/no-go decision."""
+def gather(
+    items: list[dict], masked: dict, pixels: dict[str, dict], decision_shots: int, masked_pool: dict | None = None
+) -> dict:
+    """``{arch: {n_pretrain: {shots: {mean, std, per_seed, val}}}}`` for vit, resnet and vit_masked_patch (the
+    default on pool + target images and, given ``masked_pool``, its pool-only twin at the pool's size), the pixel
+    probe, each backbone's pool test accuracy and parameters, and the masked-patch go/no-go decision (the
+    default's: it was pre-registered for it)."""
     result: dict = {arch: {} for arch in (*ARCHES, "vit_masked_patch")}
     pool_test, parameters = {arch: {} for arch in ARCHES}, {}
     for item in items:
@@ -51,6 +55,9 @@ def gather(items: list[dict], masked: dict, pixels: dict[str, dict], decision_sh
         pool_test[item["arch"]][str(item["n_pretrain"])] = item["pool_test_acc"]
         parameters[item["arch"]] = item["trained_parameters"]
     result["vit_masked_patch"][str(masked["n_pretrain"])] = masked["few_shot"]
+    if masked_pool is not None:
+        result["vit_masked_patch"][str(masked_pool["n_pretrain"])] = masked_pool["few_shot"]
+        result["vit_masked_patch_sizes"] = {"all": masked["n_pretrain"], "pool": masked_pool["n_pretrain"]}
     parameters["vit_masked_patch"] = masked["trained_parameters"]
     supervised = result["vit"][max(result["vit"], key=int)][str(decision_shots)]["val"]["mean"]
     challenger = masked["few_shot"][str(decision_shots)]["val"]["mean"]

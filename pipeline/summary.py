@@ -77,10 +77,16 @@ def scale_comparisons(scale: dict) -> dict[str, dict[str, dict]]:
     for a, b in (("resnet", "vit"), ("resnet", "pixels"), ("vit", "pixels")):
         result[f"{a}-{b}"] = {f"{size}/{n}": paired_difference(per_seed(a, size, n), per_seed(b, size, n))
                               for size in sizes for n in shots}  # fmt: skip
-    for masked_size in scale.get("vit_masked_patch", {}):
+    for masked_size in sorted(scale.get("vit_masked_patch", {}), key=int):
         for b, b_size in (("vit", sizes[-1]), ("pixels", None)):
-            result[f"vit_masked_patch-{b}"] = {
+            result.setdefault(f"vit_masked_patch-{b}", {}).update({
                 f"{masked_size}/{n}": paired_difference(per_seed("vit_masked_patch", masked_size, n),
                                                         per_seed(b, b_size, n)) for n in shots
-            }  # fmt: skip
+            })  # fmt: skip
+    if "vit_masked_patch_sizes" in scale:  # what the target classes' unlabeled images add: pool + target - pool
+        everything, pool = (str(scale["vit_masked_patch_sizes"][k]) for k in ("all", "pool"))
+        result["vit_masked_patch-vit_masked_patch_pool"] = {
+            f"{everything}/{n}": paired_difference(per_seed("vit_masked_patch", everything, n),
+                                                   per_seed("vit_masked_patch", pool, n)) for n in shots
+        }  # fmt: skip
     return result

@@ -43,7 +43,7 @@ def main() -> None:
     val, test = val_set("scratch"), load_split(paths.prepared_split("scratch", "test"))
     pixels = few_shot(flat_pixels, sweep_train_set("offline", "scratch"), val, test, cfg.shots, params.seeds,
                       params.data_hunger.probe_regs)  # fmt: skip
-    metrics = gather(items, masked, pixels, params.masked_patch.decision_shots)
+    metrics = gather(items, masked, pixels, params.masked_patch.decision_shots, read_item("vit_masked_patch_pool"))
     metrics |= {"preset": params.preset, "n_val": len(val), "n_test": len(test), "seeds": params.seeds}
     metrics["comparisons"] = scale_comparisons(metrics)  # paired by seed, 95% t intervals
     write_json(paths.METRICS / "pretraining_scale.json", metrics)

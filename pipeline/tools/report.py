@@ -179,14 +179,18 @@ def pretraining_table(scale: dict) -> str:
         lines.append(f"| {int(size):,} | {row(scale['vit'][size])} | {row(scale['resnet'][size])} | "
                      f"{pool['vit'][size]:.3f} / {pool['resnet'][size]:.3f} |")  # fmt: skip
     lines.append(f"| pixels (no pretraining) | {row(scale['pixels'])} | | |")
-    for size, values in scale.get("vit_masked_patch", {}).items():
-        lines.append(f"| ViT, masked patch prediction, {int(size):,} unlabeled images | {row(values)} | | |")
+    sizes = {str(n): images for images, n in scale.get("vit_masked_patch_sizes", {}).items()}
+    seen = {"all": "pool + target classes", "pool": "pool only"}
+    for size, values in sorted(scale.get("vit_masked_patch", {}).items(), key=lambda item: int(item[0])):
+        which = f" ({seen[sizes[size]]})" if size in sizes else ""
+        lines.append(f"| ViT, masked patch prediction, {int(size):,} unlabeled images{which} | {row(values)} | | |")
     comparisons = scale.get("comparisons", {})
     if comparisons:
         lines += ["", f"Paired by seed (A - B, 95% t interval): {per} shots per class", "",
                   "| A - B | pretraining images | " + " | ".join(f"{n} shots" for n in shots) + " |",
                   "|---|---|" + "---|" * len(shots)]  # fmt: skip
-        names = {"vit": "ViT", "resnet": "small ResNet", "pixels": "pixels", "vit_masked_patch": "masked-patch ViT"}
+        names = {"vit": "ViT", "resnet": "small ResNet", "pixels": "pixels", "vit_masked_patch": "masked-patch ViT",
+                 "vit_masked_patch_pool": "masked-patch ViT, pool only"}  # fmt: skip
         for pair, by_key in comparisons.items():
             a, b = pair.split("-")
             for size in sorted({key.split("/")[0] for key in by_key}, key=int):
@@ -200,6 +204,48 @@ def pretraining_table(scale: dict) -> str:
         lines += ["", f"Pre-registered masked-patch decision: {'GO' if decision['go'] else 'NO-GO'} (validation "
                       f"{decision['masked_patch_val']:.3f} against the supervised ViT's "
                       f"{decision['supervised_val']:.3f}; rule: {decision['rule']})."]  # fmt: skip
+    return "\n".join(lines)
+
+
+def backbone_data_table(scale: dict) -> str:
+    """The default masked-patch backbone (pool + the target classes' unlabeled training images) against its
+    pool-only twin, through the same few-shot probe: what the target images add, paired by seed."""
+    sizes = scale.get("vit_masked_patch_sizes")
+    if not sizes:
+        return "Not measured: metrics/pretraining_scale.json has no pool-only masked-patch backbone."
+    everything, pool = str(sizes["all"]), str(sizes["pool"])
+    gain = scale["comparisons"]["vit_masked_patch-vit_masked_patch_pool"]
+    lines = [
+        f"| few-shot probe, images per class | pool + target images ({int(everything):,}) | pool only "
+        f"({int(pool):,}) | difference, 95% t interval |",
+        "|---|---|---|---|",
+    ]
+    for n in sorted(scale["pixels"], key=int):
+        d = gain[f"{everything}/{n}"]
+        lines.append(f"| {n} | {mean_std(scale['vit_masked_patch'][everything][n])} | "
+                     f"{mean_std(scale['vit_masked_patch'][pool][n])} | {signed(d['mean'])} [{signed(d['low'])}, "
+                     f"{signed(d['high'])}] {d['verdict']} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def precision_table(change: dict) -> str:
+    """Each stated comparison of the curve in the committed run and in a second run in another precision: the
+    verdicts and 95% intervals side by side (``metrics/precision_change.json``)."""
+    (reference,), (other,) = change["runtime"]["reference"], change["runtime"]["other"]
+    lines = [
+        f"Committed run: {reference}. Second run: {other}. {change['held']} of {change['compared']} comparisons "
+        "keep their verdict with overlapping intervals.",
+        "",
+        "| A - B | per class | committed run | second run | same verdict | intervals overlap |",
+        "|---|---|---|---|---|---|",
+    ]
+    for n, pairs in sorted(change["comparisons"].items(), key=lambda item: int(item[0])):
+        for pair, runs in pairs.items():
+            a, b = (REGISTRY[arm].label for arm in pair.split("-"))
+            cells = [f"{signed(r['mean'])} [{signed(r['low'])}, {signed(r['high'])}] {r['verdict']}"
+                     for r in (runs["reference"], runs["other"])]  # fmt: skip
+            lines.append(f"| {a} - {b} | {n} | {cells[0]} | {cells[1]} | {'yes' if runs['same_verdict'] else 'NO'} "
+                         f"| {'yes' if runs['overlap'] else 'NO'} |")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -222,6 +268,8 @@ def generated_blocks() -> dict[str, str]:
         "comparisons": comparisons_table(comparisons),
         "readings": readings(comparisons),
         "pretraining": pretraining_table(read_metrics("pretraining_scale.json")),
+        "backbone_data": backbone_data_table(read_metrics("pretraining_scale.json")),
+        "precision": precision_table(read_metrics("precision_change.json")),
         "runs": runs_table(curve),
         "ablation": (f"ViT from scratch on {ablation['n_train']} images, {ablation['epochs']} epochs at lr "
                      f"{ablation['lr']:g}.\n\n" + ablation_table(ablation)),
@@ -229,7 +277,8 @@ def generated_blocks() -> dict[str, str]:
 
 
 MARKER = re.compile(r"(<!-- generated: (\w+) -->\n)(.*?)(<!-- /generated: \2 -->)", re.DOTALL)
-DOCUMENTS = ("README.md", "docs/results.md")  # the files whose tables between markers `--write` regenerates
+# the files whose tables between markers `--write` regenerates
+DOCUMENTS = ("README.md", "docs/results.md", "docs/reproducibility.md")
 
 
 def fill(text: str, blocks: dict[str, str]) -> str:

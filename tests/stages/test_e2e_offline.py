@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from project_copy import clean_env, copy_project, set_params
 
 
@@ -90,14 +91,23 @@ def test_offline_preset_runs_on_a_small_idx_fixture(tmp_path):
     chain = (
         "import runpy, sys\n"
         "for argv in [['pretrain_scale', 'vit', '0'], ['pretrain_scale', 'vit', '1'],"
-        " ['pretrain_scale', 'resnet', '0'], ['pretrain_scale', 'resnet', '1'], ['pretraining_scale']]:\n"
+        " ['pretrain_scale', 'resnet', '0'], ['pretrain_scale', 'resnet', '1'], ['masked_patch', 'pool'],"
+        " ['pretraining_scale']]:\n"
         "    sys.argv = argv\n"
         "    runpy.run_module(f'pipeline.stages.{argv[0]}', run_name='__main__')\n"
     )
     run([sys.executable, "-c", chain], repo, env)
     scale = json.loads((repo / "metrics/pretraining_scale.json").read_text())
     assert set(scale["vit"]) == set(scale["resnet"]) == {"14", "56"}  # 2 and 8 images of each of 7 pool classes
-    assert set(scale["vit_masked_patch"]) == {str(56 + 18)}  # every unlabeled training image but validation's
+    # every unlabeled training image but validation's (the default), and the pool's alone (its twin)
+    assert set(scale["vit_masked_patch"]) == {str(56 + 18), "56"}
+    assert scale["vit_masked_patch_sizes"] == {"all": 56 + 18, "pool": 56}
+    pool_only = json.loads((repo / "metrics/pretraining_scale/vit_masked_patch_pool.json").read_text())
+    assert pool_only["images"] == "pool" and pool_only["few_shot"] == scale["vit_masked_patch"]["56"]
+    gain = scale["comparisons"]["vit_masked_patch-vit_masked_patch_pool"]
+    assert set(gain) == {"74/1", "74/2"}
+    default, twin = scale["vit_masked_patch"]["74"]["2"]["per_seed"], pool_only["few_shot"]["2"]["per_seed"]
+    assert gain["74/2"]["per_seed"] == pytest.approx([a - b for a, b in zip(default, twin, strict=True)])
     for arch in ("vit", "resnet", "vit_masked_patch"):
         for by_shots in scale[arch].values():
             assert set(by_shots) == {"1", "2"}
@@ -113,5 +123,5 @@ def test_offline_preset_runs_on_a_small_idx_fixture(tmp_path):
     assert decision["supervised_val"] == scale["vit"]["56"]["1"]["val"]["mean"]  # decision_shots 1 here
     assert decision["masked_patch_val"] == scale["vit_masked_patch"]["74"]["1"]["val"]["mean"]
     rows = (repo / "plots/pretraining_scale.csv").read_text().splitlines()
-    assert rows[0] == "arch,n_pretrain,shots,test_acc,test_acc_std" and len(rows) == 1 + (2 + 2 + 1 + 2) * 2
+    assert rows[0] == "arch,n_pretrain,shots,test_acc,test_acc_std" and len(rows) == 1 + (2 + 2 + 2 + 2) * 2
     assert (repo / "plots/pretraining_scale.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
