@@ -6,11 +6,14 @@ import copy
 import hashlib
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 import yaml
 from torch import nn
 
+from pipeline import data
+from pipeline.data import ImageSet
 from pipeline.model import ViT, vit_config
 from pipeline.runtime import Runtime
 
@@ -124,3 +127,15 @@ class OpensMarker:
 
     def __reduce__(self):
         return (open, (str(self.marker), "w"))
+
+
+def grey_set(n: int, seed: int, size: int = 8) -> ImageSet:
+    """``n`` random (non-constant) greyscale images with labels 0, 1, 2, 0, 1, ..."""
+    images = torch.randint(0, 256, (n, 1, size, size), dtype=torch.uint8, generator=torch.Generator().manual_seed(seed))
+    return ImageSet(images, torch.arange(n) % 3, ["a", "b", "c"], data.FASHION_MNIST_MEAN, data.FASHION_MNIST_STD)
+
+
+def idx_bytes(array: np.ndarray) -> bytes:
+    magic = {1: 0x00000801, 3: 0x00000803}[array.ndim]
+    dims = b"".join(int(d).to_bytes(4, "big") for d in array.shape)
+    return magic.to_bytes(4, "big") + dims + array.astype(np.uint8).tobytes()

@@ -7,19 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import sha, tree
+from helpers import idx_bytes, sha, tree
 
 from pipeline import fashion_mnist, fetch
 from pipeline.errors import UserError
 from pipeline.fashion_mnist import obtain_fashion_mnist
 
 # --- read_idx -------------------------------------------------------------------------------------------------
-
-
-def idx_bytes(array: np.ndarray) -> bytes:
-    magic = {1: 0x00000801, 3: 0x00000803}[array.ndim]
-    dims = b"".join(int(d).to_bytes(4, "big") for d in array.shape)
-    return magic.to_bytes(4, "big") + dims + array.astype(np.uint8).tobytes()
 
 
 @pytest.mark.parametrize("compressed", [False, True])
