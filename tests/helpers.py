@@ -139,3 +139,20 @@ def idx_bytes(array: np.ndarray) -> bytes:
     magic = {1: 0x00000801, 3: 0x00000803}[array.ndim]
     dims = b"".join(int(d).to_bytes(4, "big") for d in array.shape)
     return magic.to_bytes(4, "big") + dims + array.astype(np.uint8).tobytes()
+
+
+# The data-hunger sweep at the paper preset on the tiny model, two seeds: what its unit and stage tests run.
+FRACTIONS = [0.17, 0.34, 0.5, 0.67, 1.0]  # of 6 images per class: 1, 2, 3, 4, 6
+
+
+def tiny_params(**data_hunger_values):
+    return params_with(
+        **{
+            "preset": "paper",
+            "seeds": [0, 1],
+            "paper": {"model": "tiny", "backbone_model": "tiny"},
+            "data_hunger": {"paper_fractions": FRACTIONS, "max_epochs": 1, "min_steps": 6, "scores": 3,
+                            "patience": 1,
+                            "batch_size": 4, **data_hunger_values},
+        }
+    )  # fmt: skip

@@ -117,3 +117,8 @@ def test_the_registry_and_config_import_no_torch():
     code = "import sys, pipeline.arms, pipeline.config; print('torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_decay_variants_change_only_the_optimiser_and_its_decay():
+    changes = {name: (v.optimizer, v.weight_decay) for name, v in arms.DECAY_VARIANTS.items()}
+    assert changes == {"adam_l2": ("adam", None), "adamw": ("adamw", None), "adam_no_decay": ("adam", 0.0)}

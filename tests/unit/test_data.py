@@ -6,6 +6,7 @@ import io
 import itertools
 import os
 import re
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -465,3 +466,33 @@ def test_every_offline_prepared_set_carries_the_fashion_mnist_constants(tmp_path
     for name, image_set in saved.items():
         assert (image_set.mean, image_set.std) == ((0.2860,) * channels, (0.3530,) * channels), name
         assert image_set.images.shape[1:] == (channels, image_size, image_size), name
+
+
+def test_each_seed_draws_its_own_subsets_nested_across_sizes_and_balanced():
+    labels = torch.randint(0, 3, (300,), generator=torch.Generator().manual_seed(0))
+    for seed in (0, 1):
+        previous = set()
+        for n in (1, 5, 20, 60):
+            index = data.nested_indices(labels, n, seed)
+            assert torch.equal(index, data.nested_indices(labels, n, seed))  # same seed, same subset
+            assert torch.equal(index, index.sort().values) and len(set(index.tolist())) == len(index)
+            assert Counter(labels[index].tolist()) == {0: n, 1: n, 2: n}
+            assert previous <= set(index.tolist())  # within a seed, every smaller set is inside the larger one
+            previous = set(index.tolist())
+    assert not torch.equal(data.nested_indices(labels, 20, 1), data.nested_indices(labels, 20, 0))
+
+
+def test_a_class_with_fewer_images_contributes_all_it_has():
+    labels = torch.tensor([0] * 10 + [1] * 3)
+    assert Counter(labels[data.nested_indices(labels, 5, 0)].tolist()) == {0: 5, 1: 3}
+    assert torch.equal(data.nested_indices(labels, None, 0), torch.arange(13))  # None: every image
+
+
+def test_the_validation_split_is_disjoint_fixed_and_never_drawn_for_training():
+    labels = torch.arange(3).repeat_interleave(10)
+    train, val = data.split_validation(labels, 4)
+    assert Counter(labels[val].tolist()) == {0: 4, 1: 4, 2: 4}
+    assert sorted(train.tolist() + val.tolist()) == list(range(30))
+    assert torch.equal(val, data.split_validation(labels, 4)[1])  # fixed: never a run seed's choice
+    with pytest.raises(UserError, match="validation takes 10 images per class but a class has only 10"):
+        data.split_validation(labels, 10)
