@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import io
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ import torch.nn.functional as F
 import yaml
 from torch import nn
 
-from pipeline import data
+from pipeline import data, files
 from pipeline.data import ImageSet
 from pipeline.model import ViT, vit_config
 from pipeline.runtime import Runtime
@@ -156,3 +157,18 @@ def tiny_params(**data_hunger_values):
                             "batch_size": 4, **data_hunger_values},
         }
     )  # fmt: skip
+
+
+def digest_tree(root: Path) -> dict[str, str]:
+    """Every file under ``root`` (hidden ones too) with its sha256: equal digests mean nothing changed."""
+    if root.is_file():
+        return {root.name: files.file_sha256(root)}
+    return {str(p.relative_to(root)): files.file_sha256(p) for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def truncated_jpeg() -> bytes:
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(np.full((40, 40, 3), 128, dtype=np.uint8)).save(buffer, format="JPEG")
+    return buffer.getvalue()[:300]

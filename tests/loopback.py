@@ -84,3 +84,17 @@ def running_server() -> Iterator[ScriptedServer]:
         server.release.set()
         server.httpd.shutdown()
         server.httpd.server_close()
+
+
+class socket_closed_port:
+    """A loopback port with nothing listening."""
+
+    def __enter__(self) -> int:
+        import socket
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
+        return self.sock.getsockname()[1]
+
+    def __exit__(self, *exc) -> None:
+        self.sock.close()

@@ -8,6 +8,7 @@ import re
 import pytest
 import yaml
 from helpers import ROOT, params_with, raw_params, with_value
+from project_copy import merged
 
 from pipeline import arms
 from pipeline import config as config_module
@@ -294,3 +295,21 @@ def test_config_rejects_bad_sweeps_and_matches_dvc_yaml():
 def test_config_rejects_unknown_ablation_variants(variants):
     with pytest.raises(ConfigError, match="ablation.variants"):
         params_with(ablation={"variants": variants})
+
+
+def test_unknown_preset_and_scheme_are_rejected_in_process(tmp_path):
+    path = tmp_path / "params.yaml"
+    for text, fragments in (
+        ("preset: online\n", ["preset", "offline, paper", "'online'"]),
+        ("paper:\n  url: ftp://example.invalid/a.zip\n", ["paper.url", "https, http or file", "ftp://"]),
+        ("paper:\n  weights_url: javascript:alert(1)\n", ["paper.weights_url", "https, http or file"]),
+        ("seeds: []\n", ["seeds", "at least one"]),
+        ("paper:\n  max_extract_mb: 0\n", ["paper.max_extract_mb", "positive"]),
+    ):
+        path.write_text(yaml.safe_dump(merged(raw_params(), yaml.safe_load(text))))
+        with pytest.raises(ConfigError) as caught:
+            load_params(path)
+        for fragment in fragments:
+            assert fragment in str(caught.value)
+    path.write_text(yaml.safe_dump(merged(raw_params(), {"paper": {"url": "file:///data/a.zip"}})))
+    assert load_params(path).paper.url == "file:///data/a.zip"

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import grey_set, idx_bytes
+from helpers import grey_set, idx_bytes, png_claiming, truncated_jpeg
 
 from pipeline import data, paths
 from pipeline.data import (
@@ -496,3 +496,23 @@ def test_the_validation_split_is_disjoint_fixed_and_never_drawn_for_training():
     assert torch.equal(val, data.split_validation(labels, 4)[1])  # fixed: never a run seed's choice
     with pytest.raises(UserError, match="validation takes 10 images per class but a class has only 10"):
         data.split_validation(labels, 10)
+
+
+def test_the_pixel_cap_is_a_param(tmp_path):
+    from pipeline.data import ImageTooLargeError, decode_image
+
+    path = tmp_path / "small.png"
+    path.write_bytes(png_claiming(40, 30))
+    with pytest.raises(ImageTooLargeError, match=r"40x30 = 1,200 pixels, over the cap of 1,000"):
+        decode_image(path, 32, "resize", 1, max_pixels=1000)
+
+
+@pytest.mark.parametrize("data", [b"not an image\n", b"", None], ids=["text", "empty", "truncated-jpeg"])
+def test_non_image_in_a_class_folder_is_a_user_error_naming_the_file(tmp_path, data):
+    from pipeline.data import decode_image
+
+    path = tmp_path / "train" / "beta" / "notes.jpg"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(truncated_jpeg() if data is None else data)
+    with pytest.raises(UserError, match=re.escape(str(path)) + r" is not a readable image"):
+        decode_image(path, 32, "resize", 3, max_pixels=10**6)

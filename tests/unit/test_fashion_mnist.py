@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import idx_bytes, sha, tree
+from loopback import socket_closed_port
 
 from pipeline import fashion_mnist, fetch
 from pipeline.errors import UserError
@@ -244,3 +245,13 @@ def test_obtain_real_debian_fashion_mnist(tmp_path):
 def test_mirrors_match_torchvision():
     torchvision = pytest.importorskip("torchvision")
     assert tuple(torchvision.datasets.FashionMNIST.mirrors) == fashion_mnist.FASHION_MNIST_MIRRORS
+
+
+def test_obtain_fashion_mnist_with_unreachable_mirror_raises_both_fixes(tmp_path, monkeypatch):
+    monkeypatch.setattr(fashion_mnist, "_MIRROR_RETRIES", 1)
+    with socket_closed_port() as port, pytest.raises(UserError) as caught:
+        fashion_mnist.obtain_fashion_mnist(
+            tmp_path / "raw" / "fashion-mnist", debian_dir=tmp_path, mirror=True, mirrors=(f"http://127.0.0.1:{port}/",)
+        )
+    assert "apt-get install dataset-fashion-mnist" in str(caught.value) and "mirrors" in str(caught.value)
+    assert not list((tmp_path / "raw").iterdir())
