@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import struct
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+from helpers import idx_bytes
 from project_copy import clean_env, copy_project, set_params
 
 
@@ -20,11 +20,6 @@ def run(args: list[str], cwd: Path, env: dict[str, str]) -> str:
     result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, f"{' '.join(args)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
     return result.stdout + result.stderr
-
-
-def idx_bytes(array: np.ndarray) -> bytes:
-    magic = 0x0801 if array.ndim == 1 else 0x0803
-    return struct.pack(">I", magic) + b"".join(struct.pack(">I", n) for n in array.shape) + array.tobytes()
 
 
 def test_offline_preset_runs_on_a_small_idx_fixture(tmp_path):
