@@ -57,7 +57,7 @@ def tiny_project(tmp_path, monkeypatch):
 
     no_tracking = NoTracking
 
-    monkeypatch.setattr(sweep, "stage_tracker", no_tracking)  # MLflow is covered by tests/test_e2e.py
+    monkeypatch.setattr(sweep, "stage_tracker", no_tracking)  # MLflow is covered by tests/stages/test_e2e.py
     monkeypatch.setattr(ablation, "stage_tracker", no_tracking)
     return tmp_path
 
