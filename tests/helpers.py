@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import io
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 import yaml
 from torch import nn
 
+from pipeline import data, files
+from pipeline.data import ImageSet
 from pipeline.model import ViT, vit_config
 from pipeline.runtime import Runtime
 
@@ -124,3 +128,47 @@ class OpensMarker:
 
     def __reduce__(self):
         return (open, (str(self.marker), "w"))
+
+
+def grey_set(n: int, seed: int, size: int = 8) -> ImageSet:
+    """``n`` random (non-constant) greyscale images with labels 0, 1, 2, 0, 1, ..."""
+    images = torch.randint(0, 256, (n, 1, size, size), dtype=torch.uint8, generator=torch.Generator().manual_seed(seed))
+    return ImageSet(images, torch.arange(n) % 3, ["a", "b", "c"], data.FASHION_MNIST_MEAN, data.FASHION_MNIST_STD)
+
+
+def idx_bytes(array: np.ndarray) -> bytes:
+    magic = {1: 0x00000801, 3: 0x00000803}[array.ndim]
+    dims = b"".join(int(d).to_bytes(4, "big") for d in array.shape)
+    return magic.to_bytes(4, "big") + dims + array.astype(np.uint8).tobytes()
+
+
+# The data-hunger sweep at the paper preset on the tiny model, two seeds: what its unit and stage tests run.
+FRACTIONS = [0.17, 0.34, 0.5, 0.67, 1.0]  # of 6 images per class: 1, 2, 3, 4, 6
+
+
+def tiny_params(**data_hunger_values):
+    return params_with(
+        **{
+            "preset": "paper",
+            "seeds": [0, 1],
+            "paper": {"model": "tiny", "backbone_model": "tiny"},
+            "data_hunger": {"paper_fractions": FRACTIONS, "max_epochs": 1, "min_steps": 6, "scores": 3,
+                            "patience": 1,
+                            "batch_size": 4, **data_hunger_values},
+        }
+    )  # fmt: skip
+
+
+def digest_tree(root: Path) -> dict[str, str]:
+    """Every file under ``root`` (hidden ones too) with its sha256: equal digests mean nothing changed."""
+    if root.is_file():
+        return {root.name: files.file_sha256(root)}
+    return {str(p.relative_to(root)): files.file_sha256(p) for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def truncated_jpeg() -> bytes:
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(np.full((40, 40, 3), 128, dtype=np.uint8)).save(buffer, format="JPEG")
+    return buffer.getvalue()[:300]

@@ -1,12 +1,15 @@
-"""A scripted HTTP server on loopback, for the download tests (tests/test_fetch.py, tests/test_faults.py)."""
+"""The tests' loopback networking: a scripted HTTP server (which can also serve a folder) and ports with nothing
+listening, for the download, fault, end-to-end and tracking tests."""
 
 from __future__ import annotations
 
 import collections
 import contextlib
 import http.server
+import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 
 class ScriptedServer:
@@ -17,10 +20,12 @@ class ScriptedServer:
     promise the whole body, send half, then wait until the server stops (a download to kill midway);
     ``("drip", seconds)``: promise a megabyte, send one byte every ``seconds`` until the client goes or the
     server stops; ``("flood", n)``: no Content-Length, zeros until ``n`` bytes or the client goes.
-    Unscripted paths answer 404; ``hits`` counts requests per path.
+    Unscripted paths answer the file of that name under ``folder`` when there is one, else 404; ``hits``
+    counts requests per path.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, folder: Path | None = None) -> None:
+        self.folder = folder
         self.routes: dict[str, list[tuple[str, object]]] = {}
         self.hits: collections.Counter[str] = collections.Counter()
         self.release = threading.Event()
@@ -29,7 +34,7 @@ class ScriptedServer:
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 server.hits[self.path] += 1
-                script = server.routes.get(self.path, [("status", 404)])
+                script = server.routes.get(self.path) or server.from_folder(self.path)
                 kind, arg = script[min(server.hits[self.path], len(script)) - 1]
                 if kind == "status":
                     self.send_error(arg)
@@ -69,14 +74,19 @@ class ScriptedServer:
         # A short poll interval, or every shutdown() waits half a second.
         self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True)
 
+    def from_folder(self, path: str) -> list[tuple[str, object]]:
+        file = self.folder / path.lstrip("/") if self.folder is not None else None
+        return [("ok", file.read_bytes())] if file is not None and file.is_file() else [("status", 404)]
+
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}{path}"
 
 
 @contextlib.contextmanager
-def running_server() -> Iterator[ScriptedServer]:
-    """A started :class:`ScriptedServer`, stopped (and any stalled answer released) on exit."""
-    server = ScriptedServer()
+def running_server(folder: Path | None = None) -> Iterator[ScriptedServer]:
+    """A started :class:`ScriptedServer` (serving ``folder``'s files), stopped (and any stalled answer released) on
+    exit."""
+    server = ScriptedServer(folder)
     server.thread.start()
     try:
         yield server
@@ -84,3 +94,22 @@ def running_server() -> Iterator[ScriptedServer]:
         server.release.set()
         server.httpd.shutdown()
         server.httpd.server_close()
+
+
+class socket_closed_port:
+    """A loopback port with nothing listening."""
+
+    def __enter__(self) -> int:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
+        return self.sock.getsockname()[1]
+
+    def __exit__(self, *exc) -> None:
+        self.sock.close()
+
+
+def free_port() -> int:
+    """A loopback port that was free a moment ago (bound, then closed): connecting to it is refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

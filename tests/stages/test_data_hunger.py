@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import json
 import sys
-from collections import Counter
 from pathlib import Path
 
 import pytest
 import torch
-import yaml
-from helpers import CPU, params_with
+from helpers import CPU, params_with, tiny_params
 
-from pipeline import arms, checkpoints, curve, data, paths, plotting
+from pipeline import arms, curve, paths, plotting
 from pipeline.arms import finetune as finetune_arm
 from pipeline.arms import linear as linear_arm
 from pipeline.arms import scratch as scratch_arm
 from pipeline.arms.common import Curve
-from pipeline.config import ConfigError
 from pipeline.data import ImageSet
 from pipeline.errors import UserError
 from pipeline.model import ViT, vit_config
@@ -25,87 +22,6 @@ from pipeline.resnet import small_resnet
 from pipeline.stages import ablation, data_hunger, plot, sweep
 
 REPO = Path(__file__).resolve().parents[2]
-FRACTIONS = [0.17, 0.34, 0.5, 0.67, 1.0]  # of 6 images per class: 1, 2, 3, 4, 6
-
-
-def tiny_params(**data_hunger_values):
-    return params_with(
-        **{
-            "preset": "paper",
-            "seeds": [0, 1],
-            "paper": {"model": "tiny", "backbone_model": "tiny"},
-            "data_hunger": {"paper_fractions": FRACTIONS, "max_epochs": 1, "min_steps": 6, "scores": 3,
-                            "patience": 1,
-                            "batch_size": 4, **data_hunger_values},
-        }
-    )  # fmt: skip
-
-
-def test_each_seed_draws_its_own_subsets_nested_across_sizes_and_balanced():
-    labels = torch.randint(0, 3, (300,), generator=torch.Generator().manual_seed(0))
-    for seed in (0, 1):
-        previous = set()
-        for n in (1, 5, 20, 60):
-            index = data.nested_indices(labels, n, seed)
-            assert torch.equal(index, data.nested_indices(labels, n, seed))  # same seed, same subset
-            assert torch.equal(index, index.sort().values) and len(set(index.tolist())) == len(index)
-            assert Counter(labels[index].tolist()) == {0: n, 1: n, 2: n}
-            assert previous <= set(index.tolist())  # within a seed, every smaller set is inside the larger one
-            previous = set(index.tolist())
-    assert not torch.equal(data.nested_indices(labels, 20, 1), data.nested_indices(labels, 20, 0))
-
-
-def test_a_class_with_fewer_images_contributes_all_it_has():
-    labels = torch.tensor([0] * 10 + [1] * 3)
-    assert Counter(labels[data.nested_indices(labels, 5, 0)].tolist()) == {0: 5, 1: 3}
-    assert torch.equal(data.nested_indices(labels, None, 0), torch.arange(13))  # None: every image
-
-
-def test_the_validation_split_is_disjoint_fixed_and_never_drawn_for_training():
-    labels = torch.arange(3).repeat_interleave(10)
-    train, val = data.split_validation(labels, 4)
-    assert Counter(labels[val].tolist()) == {0: 4, 1: 4, 2: 4}
-    assert sorted(train.tolist() + val.tolist()) == list(range(30))
-    assert torch.equal(val, data.split_validation(labels, 4)[1])  # fixed: never a run seed's choice
-    with pytest.raises(UserError, match="validation takes 10 images per class but a class has only 10"):
-        data.split_validation(labels, 10)
-
-
-def test_sizes_per_preset():
-    labels = torch.tensor([0] * 6 + [1] * 6 + [2] * 5)
-    assert curve.sweep_sizes(tiny_params().data_hunger, "paper", labels, 3) == [1, 2, 3, 4, 6]  # x largest class, 6
-    offline = params_with(data_hunger={"offline_sizes": [1, 2, 3, 4, 6]})
-    assert curve.sweep_sizes(offline.data_hunger, "offline", labels[:12], 2) == [1, 2, 3, 4, 6]
-    with pytest.raises(UserError, match="smallest class has 5"):
-        curve.sweep_sizes(offline.data_hunger, "offline", labels, 3)
-    with pytest.raises(UserError, match="same set"):
-        curve.sweep_sizes(tiny_params(paper_fractions=[0.1, 0.11, 0.5, 0.6, 1.0]).data_hunger, "paper", labels, 3)
-
-
-def test_config_rejects_bad_sweeps_and_matches_dvc_yaml():
-    with pytest.raises(ConfigError, match="data_hunger.offline_sizes must be strictly increasing"):
-        params_with(data_hunger={"offline_sizes": [10, 10, 75, 250, 1000]})
-    with pytest.raises(ConfigError, match=r"data_hunger.paper_fractions must list one value per sweep point \(5"):
-        params_with(data_hunger={"paper_fractions": [0.5, 1.0]})
-    with pytest.raises(ConfigError, match="data_hunger.points must be 0, 1, ..., n-1"):
-        params_with(data_hunger={"points": [1, 2, 3, 4, 5]})
-    with pytest.raises(ConfigError, match="data_hunger.paper_fractions must be in"):
-        params_with(data_hunger={"paper_fractions": [0.1, 0.2, 0.3, 0.5, 1.5]})
-    with pytest.raises(ConfigError, match="data_hunger.headline_point must be one of the points"):
-        params_with(data_hunger={"headline_point": 5})
-    with pytest.raises(ConfigError, match="data_hunger.scratch.lrs must not repeat"):
-        params_with(data_hunger={"scratch": {"lrs": [0.001, 0.001]}})
-    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
-    for name, arm in arms.REGISTRY.items():  # an arm's own matrix over the points, or one shared (arm x point)
-        spec = stages[arm.dvc_stage]
-        shared = "arm" in spec["matrix"]
-        assert spec["matrix"]["point"] == "${data_hunger.points}" and (not shared or name in spec["matrix"]["arm"])
-        assert spec["cmd"] == f"python -m pipeline.stages.sweep {'${item.arm}' if shared else name} ${{item.point}}"
-    assert stages["sweep_pretrained"]["matrix"] == {"arm": ["linear", "finetune"], "point": "${data_hunger.points}"}
-    assert "metrics/data_hunger" in stages["data_hunger"]["deps"]  # the folder of every item's point file
-    names = sorted({arm.dvc_stage for arm in arms.REGISTRY.values()})
-    outs = [next(iter(out)) for name in names for out in stages[name]["outs"]]
-    assert all(out.startswith("metrics/data_hunger/") for out in outs)
 
 
 @pytest.fixture
@@ -144,7 +60,7 @@ def tiny_project(tmp_path, monkeypatch):
 
     no_tracking = NoTracking
 
-    monkeypatch.setattr(sweep, "stage_tracker", no_tracking)  # MLflow is covered by tests/test_e2e.py
+    monkeypatch.setattr(sweep, "stage_tracker", no_tracking)  # MLflow is covered by tests/stages/test_e2e.py
     monkeypatch.setattr(ablation, "stage_tracker", no_tracking)
     return tmp_path
 
@@ -235,15 +151,6 @@ def test_the_test_set_chooses_nothing(tiny_project):
             after["score"]()
 
 
-def test_finetune_model_keeps_the_backbone_and_adds_a_zero_head():
-    torch.manual_seed(0)
-    backbone = ViT(vit_config("tiny", num_classes=10))
-    model = checkpoints.finetune_model(backbone, 3)
-    assert model.heads.head.weight.shape == (3, 32) and not model.heads.head.weight.any()
-    assert torch.equal(model.conv_proj.weight, backbone.conv_proj.weight)
-    assert all(p.requires_grad for p in model.parameters())
-
-
 def test_bad_arguments_name_the_usage():
     with pytest.raises(UserError, match="usage: python -m pipeline.stages.sweep"):
         sweep.parse_args(["scratch", "5"], list(range(5)))
@@ -291,17 +198,6 @@ def test_aggregate_refuses_a_missing_point(tiny_project, monkeypatch):
     monkeypatch.setattr(data_hunger, "load_params", tiny_params)
     with pytest.raises(SystemExit):
         data_hunger.main()
-
-
-def test_decay_variants_change_only_the_optimiser_and_its_decay():
-    changes = {name: (v.optimizer, v.weight_decay) for name, v in arms.DECAY_VARIANTS.items()}
-    assert changes == {"adam_l2": ("adam", None), "adamw": ("adamw", None), "adam_no_decay": ("adam", 0.0)}
-
-
-@pytest.mark.parametrize("variants", [["sgd"], ["paper"], ["adamw", "adamw"], []])
-def test_config_rejects_unknown_ablation_variants(variants):
-    with pytest.raises(ConfigError, match="ablation.variants"):
-        params_with(ablation={"variants": variants})
 
 
 def test_ablation_stage_writes_every_variant_and_the_plot_stage_draws_it(tiny_project, monkeypatch):

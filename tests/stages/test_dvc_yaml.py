@@ -128,3 +128,13 @@ def test_stages_that_only_draw_or_gather_never_depend_on_the_model(stage):
     """plot, data_hunger and pretraining_scale turn JSON into PNGs, summary gathers JSON: editing the ViT, the
     trainer or the downloader must not rerun them."""
     assert not {"pipeline/model.py", "pipeline/engine.py", "pipeline/fetch.py"} & set(STAGES[stage]["deps"])
+
+
+def test_no_shell_true_anywhere_in_the_pipeline():
+    offenders = [
+        f"{path.relative_to(REPO)}:{n}"
+        for path in sorted((REPO / "pipeline").rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), start=1)
+        if re.search(r"shell\s*=\s*True|os\.system\(|os\.popen\(", line)
+    ]
+    assert offenders == []

@@ -8,22 +8,20 @@ written here. Nothing leaves the machine.
 from __future__ import annotations
 
 import csv
-import functools
 import hashlib
 import io
 import json
 import shutil
 import subprocess
 import sys
-import threading
 import zipfile
 from collections import Counter
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from loopback import running_server
 from project_copy import clean_env, copy_project, set_params
 
 from pipeline.arms import ARMS, REGISTRY
@@ -50,20 +48,12 @@ SWEEP_STAGES = (
 pytestmark = pytest.mark.e2e
 
 
-class QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, *args) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """A loopback HTTP server over a folder; yields (folder, base URL)."""
     root = tmp_path_factory.mktemp("served")
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(root)))
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield root, f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
+    with running_server(root) as served:
+        yield root, served.url("")
 
 
 def png_bytes(rng: np.random.Generator, label: int) -> bytes:

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import gzip
 import json
-import struct
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import idx_bytes
 from project_copy import clean_env, copy_project, set_params
 
 
@@ -23,13 +23,8 @@ def run(args: list[str], cwd: Path, env: dict[str, str]) -> str:
     return result.stdout + result.stderr
 
 
-def idx_bytes(array: np.ndarray) -> bytes:
-    magic = 0x0801 if array.ndim == 1 else 0x0803
-    return struct.pack(">I", magic) + b"".join(struct.pack(">I", n) for n in array.shape) + array.tobytes()
-
-
 def test_offline_preset_runs_on_a_small_idx_fixture(tmp_path):
-    """prepare -> plot on IDX files written here (download is covered by tests/test_fetch.py)."""
+    """prepare -> plot on IDX files written here (download is covered by tests/unit/test_fetch.py)."""
     repo = tmp_path / "project"
     repo.mkdir()
     copy_project(repo)

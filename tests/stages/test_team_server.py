@@ -4,21 +4,15 @@ pointed at it with MLFLOW_TRACKING_URI, its runs, metrics and artifacts read bac
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 
 import pytest
+from loopback import free_port
 
 from pipeline.stages import analysis
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture

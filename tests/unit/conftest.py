@@ -3,10 +3,8 @@ recorded backoff waits."""
 
 from __future__ import annotations
 
-import socket
-
 import pytest
-from loopback import running_server
+from loopback import free_port, running_server
 
 from pipeline import fetch
 
@@ -20,10 +18,7 @@ def server():
 @pytest.fixture
 def dead_url() -> str:
     """A loopback URL with nothing listening, so connecting is refused."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}/file.bin"
+    return f"http://127.0.0.1:{free_port()}/file.bin"
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from tiny_project import CLASSES, CPU, SEEDS, random_vit, run_cli
 from pipeline import checkpoints, paths
 from pipeline.errors import UserError
 from pipeline.files import save_tensors
+from pipeline.model import ViT, vit_config
 from pipeline.tools import predict
 
 
@@ -122,3 +123,12 @@ def test_the_cards_the_stages_write_pass_the_check(project):
     for arm, folder in checkpoints.CARD_FOLDERS.items():
         card = checkpoints.read_model_card(folder)
         assert card["arm"] == arm and card["seeds"] == SEEDS
+
+
+def test_finetune_model_keeps_the_backbone_and_adds_a_zero_head():
+    torch.manual_seed(0)
+    backbone = ViT(vit_config("tiny", num_classes=10))
+    model = checkpoints.finetune_model(backbone, 3)
+    assert model.heads.head.weight.shape == (3, 32) and not model.heads.head.weight.any()
+    assert torch.equal(model.conv_proj.weight, backbone.conv_proj.weight)
+    assert all(p.requires_grad for p in model.parameters())

@@ -6,8 +6,11 @@ import dataclasses
 import re
 
 import pytest
-from helpers import ROOT, raw_params, with_value
+import yaml
+from helpers import ROOT, params_with, raw_params, with_value
+from project_copy import merged
 
+from pipeline import arms
 from pipeline import config as config_module
 from pipeline.config import ConfigError, Params, flatten, load_params, parse_params
 
@@ -260,3 +263,53 @@ def test_the_budget_spans_max_epochs_but_never_fewer_than_min_steps_and_spreads_
     assert steps == cfg.min_steps and every == -(-steps // cfg.scores)
     steps, every = cfg.budget(3000)  # 1000 per class
     assert steps == cfg.max_epochs * -(-3000 // cfg.batch_size) and steps // every <= cfg.scores
+
+
+def test_config_rejects_bad_sweeps_and_matches_dvc_yaml():
+    with pytest.raises(ConfigError, match="data_hunger.offline_sizes must be strictly increasing"):
+        params_with(data_hunger={"offline_sizes": [10, 10, 75, 250, 1000]})
+    with pytest.raises(ConfigError, match=r"data_hunger.paper_fractions must list one value per sweep point \(5"):
+        params_with(data_hunger={"paper_fractions": [0.5, 1.0]})
+    with pytest.raises(ConfigError, match="data_hunger.points must be 0, 1, ..., n-1"):
+        params_with(data_hunger={"points": [1, 2, 3, 4, 5]})
+    with pytest.raises(ConfigError, match="data_hunger.paper_fractions must be in"):
+        params_with(data_hunger={"paper_fractions": [0.1, 0.2, 0.3, 0.5, 1.5]})
+    with pytest.raises(ConfigError, match="data_hunger.headline_point must be one of the points"):
+        params_with(data_hunger={"headline_point": 5})
+    with pytest.raises(ConfigError, match="data_hunger.scratch.lrs must not repeat"):
+        params_with(data_hunger={"scratch": {"lrs": [0.001, 0.001]}})
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    for name, arm in arms.REGISTRY.items():  # an arm's own matrix over the points, or one shared (arm x point)
+        spec = stages[arm.dvc_stage]
+        shared = "arm" in spec["matrix"]
+        assert spec["matrix"]["point"] == "${data_hunger.points}" and (not shared or name in spec["matrix"]["arm"])
+        assert spec["cmd"] == f"python -m pipeline.stages.sweep {'${item.arm}' if shared else name} ${{item.point}}"
+    assert stages["sweep_pretrained"]["matrix"] == {"arm": ["linear", "finetune"], "point": "${data_hunger.points}"}
+    assert "metrics/data_hunger" in stages["data_hunger"]["deps"]  # the folder of every item's point file
+    names = sorted({arm.dvc_stage for arm in arms.REGISTRY.values()})
+    outs = [next(iter(out)) for name in names for out in stages[name]["outs"]]
+    assert all(out.startswith("metrics/data_hunger/") for out in outs)
+
+
+@pytest.mark.parametrize("variants", [["sgd"], ["paper"], ["adamw", "adamw"], []])
+def test_config_rejects_unknown_ablation_variants(variants):
+    with pytest.raises(ConfigError, match="ablation.variants"):
+        params_with(ablation={"variants": variants})
+
+
+def test_unknown_preset_and_scheme_are_rejected_in_process(tmp_path):
+    path = tmp_path / "params.yaml"
+    for text, fragments in (
+        ("preset: online\n", ["preset", "offline, paper", "'online'"]),
+        ("paper:\n  url: ftp://example.invalid/a.zip\n", ["paper.url", "https, http or file", "ftp://"]),
+        ("paper:\n  weights_url: javascript:alert(1)\n", ["paper.weights_url", "https, http or file"]),
+        ("seeds: []\n", ["seeds", "at least one"]),
+        ("paper:\n  max_extract_mb: 0\n", ["paper.max_extract_mb", "positive"]),
+    ):
+        path.write_text(yaml.safe_dump(merged(raw_params(), yaml.safe_load(text))))
+        with pytest.raises(ConfigError) as caught:
+            load_params(path)
+        for fragment in fragments:
+            assert fragment in str(caught.value)
+    path.write_text(yaml.safe_dump(merged(raw_params(), {"paper": {"url": "file:///data/a.zip"}})))
+    assert load_params(path).paper.url == "file:///data/a.zip"

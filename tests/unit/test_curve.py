@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import params_with, raw_params
+from helpers import params_with, raw_params, tiny_params
 
 from pipeline import curve
 from pipeline.config import parse_params
@@ -54,3 +54,14 @@ def test_pretrain_scale_refuses_too_many_shots_before_it_trains_anything(monkeyp
     monkeypatch.setattr(pretrain_scale, "train_on_pool", lambda *a, **k: pytest.fail("trained before checking"))
     with pytest.raises(UserError, match=r"pretraining_scale.shots asks for 5901 .* at most 5900"):
         pretrain_scale.run_item(params, "resnet", 0)
+
+
+def test_sizes_per_preset():
+    labels = torch.tensor([0] * 6 + [1] * 6 + [2] * 5)
+    assert curve.sweep_sizes(tiny_params().data_hunger, "paper", labels, 3) == [1, 2, 3, 4, 6]  # x largest class, 6
+    offline = params_with(data_hunger={"offline_sizes": [1, 2, 3, 4, 6]})
+    assert curve.sweep_sizes(offline.data_hunger, "offline", labels[:12], 2) == [1, 2, 3, 4, 6]
+    with pytest.raises(UserError, match="smallest class has 5"):
+        curve.sweep_sizes(offline.data_hunger, "offline", labels, 3)
+    with pytest.raises(UserError, match="same set"):
+        curve.sweep_sizes(tiny_params(paper_fractions=[0.1, 0.11, 0.5, 0.6, 1.0]).data_hunger, "paper", labels, 3)

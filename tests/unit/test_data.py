@@ -6,21 +6,28 @@ import io
 import itertools
 import os
 import re
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import grey_set, idx_bytes, png_claiming, truncated_jpeg
 
+from pipeline import data, paths
 from pipeline.data import (
     ImageSet,
     augment,
+    batch_preparer,
     decode_image,
     list_image_folder,
     load_split,
+    paper_views,
+    prepare_image_folder,
 )
 from pipeline.errors import UserError
+from pipeline.fashion_mnist import prepare_offline, read_idx
 
 # --- data ------------------------------------------------------------------------------------
 
@@ -375,3 +382,137 @@ def test_prepare_decodes_one_image_at_a_time_into_each_split_and_writes_the_same
             expected = tmp_path / f"{view}-{split}.pt"
             ImageSet(images, labels, result["classes"], tuple(mean), tuple(std)).save(expected)
             assert file_sha256(data.split_file(tmp_path / "out", view, split)) == file_sha256(expected)
+
+
+def test_an_augmenting_preparer_normalises_only_when_scoring_and_augments_when_training():
+    image_set = grey_set(8, seed=0)
+    expected = image_set.normalise(image_set.images)
+    augmenting = batch_preparer(image_set, augment_train=True)
+    generator = torch.Generator().manual_seed(1)
+    state = generator.get_state()
+    assert torch.equal(augmenting(image_set.images, False, None), expected)  # what evaluate passes
+    assert torch.equal(augmenting(image_set.images, False, generator), expected)
+    assert torch.equal(generator.get_state(), state)  # scoring draws nothing from the training generator
+    assert not torch.equal(augmenting(image_set.images, True, generator), expected)
+    plain = batch_preparer(image_set, augment_train=False)
+    assert torch.equal(plain(image_set.images, True, torch.Generator().manual_seed(1)), expected)
+
+
+FASHION_MNIST_TRAIN_IMAGES = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
+
+
+def test_fashion_mnist_constants_are_the_training_images_mean_and_std():
+    assert data.FASHION_MNIST_MEAN == (0.2860,)
+    assert data.FASHION_MNIST_STD == (0.3530,)
+    if not FASHION_MNIST_TRAIN_IMAGES.is_file():
+        pytest.skip(f"{FASHION_MNIST_TRAIN_IMAGES} is absent (sudo apt-get install dataset-fashion-mnist)")
+    images = read_idx(FASHION_MNIST_TRAIN_IMAGES)
+    assert images.shape == (60_000, 28, 28)
+    # exact statistics of every pixel from its histogram (no 47M-element float copy)
+    counts = np.bincount(images.ravel(), minlength=256).astype(np.float64)
+    values = np.arange(256) / 255
+    mean = (counts * values).sum() / counts.sum()
+    std = np.sqrt((counts * (values - mean) ** 2).sum() / counts.sum())
+    assert (round(mean, 4), round(std, 4)) == (data.FASHION_MNIST_MEAN[0], data.FASHION_MNIST_STD[0])
+
+
+def torchvision_vit_transform():
+    from torchvision.models import ViT_B_16_Weights
+
+    return ViT_B_16_Weights.IMAGENET1K_V1.transforms()  # builds the transform only; downloads nothing
+
+
+def test_imagenet_constants_and_crop_ratio_are_torchvisions():
+    transform = torchvision_vit_transform()
+    assert tuple(transform.mean) == data.IMAGENET_MEAN
+    assert tuple(transform.std) == data.IMAGENET_STD
+    assert transform.resize_size[0] / transform.crop_size[0] == data.RESIZE_RATIO
+
+
+def test_the_pretrained_view_carries_torchvisions_imagenet_constants(tmp_path):
+    from PIL import Image
+
+    transform = torchvision_vit_transform()
+    mean, std = tuple(transform.mean), tuple(transform.std)
+    views = paper_views(scratch=(8, 3), pretrained=(16, 3))
+    assert views["pretrained"] == (16, 3, "crop", mean, std)
+    assert views["scratch"] == (8, 3, "resize", (0.0, 0.0, 0.0), (1.0, 1.0, 1.0))
+    # and every set prepared for the pretrained view is saved with them
+    for folder, count in (("train", 3), ("test", 2)):
+        for name, colour in (("cat", (200, 10, 10)), ("dog", (10, 10, 200))):
+            (tmp_path / "images" / folder / name).mkdir(parents=True)
+            for i in range(count):
+                Image.new("RGB", (20, 20), colour).save(tmp_path / "images" / folder / name / f"{i}.png")
+    prepare_image_folder(tmp_path / "images", tmp_path / "out", views, max_pixels=10**6, val_per_class=1)
+    saved = {p.name: ImageSet.load(p) for p in (tmp_path / "out" / "pretrained").glob("*.pt")}
+    assert {"train.pt", "test.pt"} <= set(saved)
+    for name, image_set in saved.items():
+        assert (image_set.mean, image_set.std) == (mean, std), name
+
+
+@pytest.mark.parametrize(("image_size", "channels"), [(28, 1), (16, 3)])
+def test_every_offline_prepared_set_carries_the_fashion_mnist_constants(tmp_path, image_size, channels):
+    rng = np.random.default_rng(0)
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for prefix, n in (("train", 40), ("t10k", 20)):  # every class 4 (train) or 2 (test) times
+        (raw / f"{prefix}-images-idx3-ubyte").write_bytes(idx_bytes(rng.integers(0, 256, (n, 28, 28))))
+        (raw / f"{prefix}-labels-idx1-ubyte").write_bytes(idx_bytes(np.arange(n) % 10))
+    out = tmp_path / "out"
+    # the fourth argument is how many images per class a split takes (validation, or few-shot training)
+    prepare_offline(raw, out, ["Trouser", "Bag"], 1, image_size=image_size, channels=channels)
+    saved = {p.relative_to(out).as_posix(): ImageSet.load(p) for p in out.rglob("*.pt")}
+    assert {f"{split}.pt" for split in data.SINGLE_VIEW} | {f"{view}/test.pt" for view in paths.VIEWS} <= set(saved)
+    for name, image_set in saved.items():
+        assert (image_set.mean, image_set.std) == ((0.2860,) * channels, (0.3530,) * channels), name
+        assert image_set.images.shape[1:] == (channels, image_size, image_size), name
+
+
+def test_each_seed_draws_its_own_subsets_nested_across_sizes_and_balanced():
+    labels = torch.randint(0, 3, (300,), generator=torch.Generator().manual_seed(0))
+    for seed in (0, 1):
+        previous = set()
+        for n in (1, 5, 20, 60):
+            index = data.nested_indices(labels, n, seed)
+            assert torch.equal(index, data.nested_indices(labels, n, seed))  # same seed, same subset
+            assert torch.equal(index, index.sort().values) and len(set(index.tolist())) == len(index)
+            assert Counter(labels[index].tolist()) == {0: n, 1: n, 2: n}
+            assert previous <= set(index.tolist())  # within a seed, every smaller set is inside the larger one
+            previous = set(index.tolist())
+    assert not torch.equal(data.nested_indices(labels, 20, 1), data.nested_indices(labels, 20, 0))
+
+
+def test_a_class_with_fewer_images_contributes_all_it_has():
+    labels = torch.tensor([0] * 10 + [1] * 3)
+    assert Counter(labels[data.nested_indices(labels, 5, 0)].tolist()) == {0: 5, 1: 3}
+    assert torch.equal(data.nested_indices(labels, None, 0), torch.arange(13))  # None: every image
+
+
+def test_the_validation_split_is_disjoint_fixed_and_never_drawn_for_training():
+    labels = torch.arange(3).repeat_interleave(10)
+    train, val = data.split_validation(labels, 4)
+    assert Counter(labels[val].tolist()) == {0: 4, 1: 4, 2: 4}
+    assert sorted(train.tolist() + val.tolist()) == list(range(30))
+    assert torch.equal(val, data.split_validation(labels, 4)[1])  # fixed: never a run seed's choice
+    with pytest.raises(UserError, match="validation takes 10 images per class but a class has only 10"):
+        data.split_validation(labels, 10)
+
+
+def test_the_pixel_cap_is_a_param(tmp_path):
+    from pipeline.data import ImageTooLargeError, decode_image
+
+    path = tmp_path / "small.png"
+    path.write_bytes(png_claiming(40, 30))
+    with pytest.raises(ImageTooLargeError, match=r"40x30 = 1,200 pixels, over the cap of 1,000"):
+        decode_image(path, 32, "resize", 1, max_pixels=1000)
+
+
+@pytest.mark.parametrize("data", [b"not an image\n", b"", None], ids=["text", "empty", "truncated-jpeg"])
+def test_non_image_in_a_class_folder_is_a_user_error_naming_the_file(tmp_path, data):
+    from pipeline.data import decode_image
+
+    path = tmp_path / "train" / "beta" / "notes.jpg"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(truncated_jpeg() if data is None else data)
+    with pytest.raises(UserError, match=re.escape(str(path)) + r" is not a readable image"):
+        decode_image(path, 32, "resize", 3, max_pixels=10**6)

@@ -9,7 +9,7 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import CPU, FixedLogits, logits_correct_for, tiny_vit
+from helpers import CPU, FixedLogits, grey_set, logits_correct_for, tiny_vit
 from torch import nn
 
 from pipeline.data import (
@@ -392,3 +392,48 @@ def test_a_nan_is_never_kept_over_a_number():
 
     assert better_score({"val_acc": 0.3, "val_loss": 1.2}, {"val_acc": 0.3, "val_loss": math.nan})
     assert not better_score({"val_acc": 0.3, "val_loss": math.nan}, {"val_acc": 0.3, "val_loss": 1.2})
+
+
+def tiny_model(seed: int = 0, size: int = 8) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Flatten(), nn.Linear(size * size, 3))
+
+
+def test_evaluate_through_an_augmenting_preparer_gives_the_plain_logits():
+    image_set, model = grey_set(10, seed=0), tiny_model()
+    augmenting = evaluate(model, image_set.images, image_set.labels, CPU, 4, batch_preparer(image_set, True))
+    plain = evaluate(model, image_set.images, image_set.labels, CPU, 4, batch_preparer(image_set, False))
+    assert torch.equal(augmenting.logits, plain.logits)
+    assert (augmenting.loss, augmenting.accuracy) == (plain.loss, plain.accuracy)
+    # the comparison can fail: the same model on augmented inputs gives other logits
+    generator = torch.Generator().manual_seed(0)
+    augmented = evaluate(model, image_set.images, image_set.labels, CPU, 4,
+                         lambda images, _, __: batch_preparer(image_set, True)(images, True, generator))  # fmt: skip
+    assert not torch.equal(augmented.logits, plain.logits)
+
+
+def test_train_scores_its_evaluation_sets_without_augmentation():
+    train_set, val_set = grey_set(12, seed=0), grey_set(9, seed=1)
+    model = tiny_model()
+    recipe = Recipe(lr=0.05, batch_size=4, steps=6, optimizer="adam", weight_decay=0.0, schedule="none",
+                    warmup_fraction=0.0, grad_clip=0.0)  # fmt: skip
+    plain = batch_preparer(val_set, augment_train=False)
+    scored = []
+
+    def check(record: dict) -> None:  # the model as it is at this record
+        expected = evaluate(model, val_set.images, val_set.labels, CPU, 256, plain)
+        scored.append(record)
+        assert (record["val_loss"], record["val_acc"]) == (expected.loss, expected.accuracy)
+
+    history = train(
+        model, train_set.images, train_set.labels, recipe, CPU, torch.Generator().manual_seed(0),
+        prepare=batch_preparer(train_set, augment_train=True), record_every=2,
+        evaluations={"val": (val_set.images, val_set.labels)}, eval_batch_size=256, on_record=check,
+    )  # fmt: skip
+    assert [r["step"] for r in scored] == [2, 4, 6] and scored == history
+    final = evaluate(model, val_set.images, val_set.labels, CPU, 256, plain)
+    assert history[-1]["val_loss"] == final.loss
+    generator = torch.Generator().manual_seed(0)
+    augmented = evaluate(model, val_set.images, val_set.labels, CPU, 256,
+                         lambda images, _, __: batch_preparer(val_set, True)(images, True, generator))  # fmt: skip
+    assert augmented.loss != final.loss  # so the equality above is not true of any scoring

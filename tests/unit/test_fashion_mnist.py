@@ -7,19 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import sha, tree
+from helpers import idx_bytes, sha, tree
+from loopback import socket_closed_port
 
 from pipeline import fashion_mnist, fetch
 from pipeline.errors import UserError
 from pipeline.fashion_mnist import obtain_fashion_mnist
 
 # --- read_idx -------------------------------------------------------------------------------------------------
-
-
-def idx_bytes(array: np.ndarray) -> bytes:
-    magic = {1: 0x00000801, 3: 0x00000803}[array.ndim]
-    dims = b"".join(int(d).to_bytes(4, "big") for d in array.shape)
-    return magic.to_bytes(4, "big") + dims + array.astype(np.uint8).tobytes()
 
 
 @pytest.mark.parametrize("compressed", [False, True])
@@ -250,3 +245,13 @@ def test_obtain_real_debian_fashion_mnist(tmp_path):
 def test_mirrors_match_torchvision():
     torchvision = pytest.importorskip("torchvision")
     assert tuple(torchvision.datasets.FashionMNIST.mirrors) == fashion_mnist.FASHION_MNIST_MIRRORS
+
+
+def test_obtain_fashion_mnist_with_unreachable_mirror_raises_both_fixes(tmp_path, monkeypatch):
+    monkeypatch.setattr(fashion_mnist, "_MIRROR_RETRIES", 1)
+    with socket_closed_port() as port, pytest.raises(UserError) as caught:
+        fashion_mnist.obtain_fashion_mnist(
+            tmp_path / "raw" / "fashion-mnist", debian_dir=tmp_path, mirror=True, mirrors=(f"http://127.0.0.1:{port}/",)
+        )
+    assert "apt-get install dataset-fashion-mnist" in str(caught.value) and "mirrors" in str(caught.value)
+    assert not list((tmp_path / "raw").iterdir())

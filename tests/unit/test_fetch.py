@@ -368,3 +368,10 @@ def test_the_download_cap_and_deadline_are_params_the_stages_pass(tmp_path, monk
     with pytest.raises(_Called):
         pretraining.torchvision_weights(params.paper)
     assert seen == [{"max_bytes": 3 << 20, "deadline_s": 7.0}] * 2
+
+
+@pytest.mark.parametrize("url", ["ftp://example.invalid/a.zip", "gopher://x/a.zip", "/etc/passwd", "data/a.zip"])
+def test_download_refuses_other_schemes_before_any_io(tmp_path, url):
+    with pytest.raises(UserError, match=r"only https, http, file are allowed|not a file"):
+        fetch.download(url, tmp_path / "a.zip", "0" * 64)
+    assert list(tmp_path.iterdir()) == []

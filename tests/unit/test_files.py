@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import pickle
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
-from helpers import OpensMarker
+from helpers import OpensMarker, digest_tree, sha
 
 from pipeline import files
 from pipeline.errors import UserError
@@ -95,3 +97,34 @@ def test_write_json_is_sorted_and_byte_stable(tmp_path):
     lines = ["{", '  "alpha": {', '    "x": [', "      1,", "      2", "    ],", '    "y": 2', "  },"]
     lines += ['  "zeta": 1', "}"]
     assert first.read_text() == "\n".join(lines) + "\n"
+
+
+def test_stale_temp_files_of_dead_writers_are_removed_and_live_ones_kept(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", ""])
+    dead.wait()
+    stale = tmp_path / f".seed_0.pt.{dead.pid}.abc123.tmp"
+    stale_dir = tmp_path / f".images.{dead.pid}.xyz.partial"
+    live = tmp_path / f"{files.temp_prefix(tmp_path / 'seed_1.pt')}def456.tmp"
+    unrelated = [tmp_path / ".gitignore", tmp_path / "seed_0.pt", tmp_path / ".seed_0.pt.abcd.tmp"]
+    for path in (stale, live, *unrelated):
+        path.write_bytes(b"x")
+    stale_dir.mkdir()
+    (stale_dir / "half.png").write_bytes(b"x")
+    assert sorted(files.remove_stale_temps(tmp_path)) == sorted([stale, stale_dir])
+    assert live.exists() and all(p.exists() for p in unrelated)
+    files.write_bytes(tmp_path / "seed_0.pt", b"new")  # atomic writes sweep their folder too
+    assert live.exists() and (tmp_path / "seed_0.pt").read_bytes() == b"new"
+
+
+def test_atomic_dir_replaces_a_folder_whole_or_not_at_all(tmp_path):
+    models = tmp_path / "models" / "scratch"
+    files.write_bytes(models / "seed_0.pt", b"old 0")
+    files.write_bytes(models / "seed_1.pt", b"old 1")  # a seed a later run no longer has
+    with pytest.raises(OSError), files.atomic_dir(models) as folder:
+        files.write_bytes(folder / "seed_0.pt", b"new 0")
+        raise OSError("killed between seeds")
+    assert digest_tree(models) == {"seed_0.pt": sha(b"old 0"), "seed_1.pt": sha(b"old 1")}
+    with files.atomic_dir(models) as folder:
+        files.write_bytes(folder / "seed_0.pt", b"new 0")
+    assert digest_tree(models) == {"seed_0.pt": sha(b"new 0")}
+    assert sorted(p.name for p in models.parent.iterdir()) == ["scratch"]  # no temporary folder left

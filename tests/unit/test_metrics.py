@@ -1,4 +1,4 @@
-"""pipeline.metrics and pipeline.stats: per-image metrics, baselines, spreads and paired differences."""
+"""pipeline.metrics: per-image metrics, baselines and the predictions file."""
 
 from __future__ import annotations
 
@@ -6,14 +6,8 @@ import pytest
 import torch
 
 from pipeline.metrics import collapse, majority_baseline, per_class, pixels_logreg
-from pipeline.stats import spread
 
 # --- metrics ---------------------------------------------------------------------------------
-
-
-def test_spread_reports_mean_sample_std_and_seeds():
-    assert spread([1.0, 2.0, 3.0]) == {"mean": 2.0, "std": 1.0, "per_seed": [1.0, 2.0, 3.0]}  # not the population 0.816
-    assert spread([0.7]) == {"mean": 0.7, "std": 0.0, "per_seed": [0.7]}
 
 
 def test_collapse_is_the_share_of_the_most_predicted_class():
@@ -46,33 +40,6 @@ def test_pixels_logreg_separates_dark_from_bright_images():
     assert pixels_logreg(images[train_index], labels[train_index], images[test_index], labels[test_index]) == 1.0
     # the score is the test accuracy: swapped test labels must score 0
     assert pixels_logreg(images[train_index], labels[train_index], images[test_index], 1 - labels[test_index]) == 0.0
-
-
-def test_paired_difference_gives_the_t_interval_and_a_verdict_only_where_it_excludes_zero():
-    from pipeline.stats import paired_difference
-
-    # differences 0.1, 0.15, 0.2, 0.18, 0.17: mean 0.16, sd 0.038079, t(0.975, 4) = 2.7764
-    result = paired_difference([0.5, 0.6, 0.7, 0.6, 0.65], [0.4, 0.45, 0.5, 0.42, 0.48])
-    half = 2.7764451 * 0.0380788655 / 5**0.5
-    assert result["mean"] == pytest.approx(0.16)
-    assert (result["low"], result["high"]) == pytest.approx((0.16 - half, 0.16 + half), abs=1e-6)
-    assert result["verdict"] == "ahead" and result["n"] == 5
-    # the committed issue-11 headline: probe minus scratch +0.069, +0.0013, +0.0103 is level, not "ahead"
-    level = paired_difference([0.069, 0.0013, 0.0103], [0.0, 0.0, 0.0])
-    assert level["verdict"] == "level" and level["low"] < 0 < level["high"]
-    assert paired_difference([0.3, 0.31], [0.5, 0.52])["verdict"] == "behind"
-    with pytest.raises(ValueError, match="same seeds"):
-        paired_difference([0.5], [0.5, 0.6])
-
-
-def test_curve_comparisons_pair_every_stated_pair_at_every_shared_size():
-    from pipeline.stats import COMPARISONS, curve_comparisons
-
-    curve = {arm: {"10": {"per_seed": [0.4, 0.5]}, "25": {"per_seed": [0.5, 0.6]}} for arm in
-             ("scratch", "cnn", "pixels", "linear", "finetune")}  # fmt: skip
-    result = curve_comparisons(curve)
-    assert set(result) == {f"{a}-{b}" for a, b in COMPARISONS}
-    assert all(set(by_size) == {"10", "25"} and by_size["10"]["mean"] == 0 for by_size in result.values())
 
 
 def test_predictions_csv_numbers_classes_so_a_text_sort_keeps_class_order():

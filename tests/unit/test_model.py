@@ -383,3 +383,12 @@ def test_bf16_autocast_on_cpu_is_close_to_fp32():
         loss = F.cross_entropy(model(x), torch.tensor([0, 1, 2, 0]))
     loss.backward()
     assert all(torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+def test_image_size_not_divisible_by_patch_size_is_a_clear_value_error():
+    with pytest.raises(ValueError, match=r"divisible"):
+        vit_config("tiny", patch_size=5)
+    with pytest.raises(ValueError, match=r"divisible"):
+        ViTConfig(image_size=30, patch_size=8, num_layers=1, num_heads=1, hidden_dim=8, mlp_dim=8)
+    with pytest.raises(ValueError, match=r"unknown model name 'B/15'; choose one of \["):
+        vit_config("B/15")

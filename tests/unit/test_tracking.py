@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import raw_params
+from helpers import ROOT, raw_params
 from project_copy import clean_env
 
 from pipeline.config import parse_params
@@ -387,3 +387,32 @@ def test_eight_writers_behind_a_30_s_lock_record_every_run_and_metric_and_leave_
     assert sorted(r.info.run_name for r in writers_runs) == [f"writer{n}" for n in range(8)]
     assert {r.info.status for r in runs} == {"FINISHED"}  # none RUNNING, none KILLED
     assert all(len(client.get_metric_history(r.info.run_id, "val_acc")) == 5 for r in writers_runs)
+
+
+TRACK_TWICE = """
+import sys
+from pipeline.tracking import Tracker
+
+for i in range(2):
+    with Tracker("vit-parallel", f"writer{sys.argv[1]}-{i}", {"stage": "x"}, {"a": sys.argv[1]}) as tracker:
+        for step in range(1, 4):
+            tracker.log_metrics({"test_acc": step / 4}, step=step)
+"""
+
+
+def test_parallel_writers_on_a_new_sqlite_store_record_every_run(tmp_path):
+    """Two processes creating MLflow's tables at once used to corrupt the schema and lose runs silently."""
+    import mlflow
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = {**clean_env(), "MLFLOW_TRACKING_URI": uri, "DVC_ROOT": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    writers = [
+        subprocess.Popen([sys.executable, "-c", TRACK_TWICE, str(n)], env=env, stderr=subprocess.PIPE, text=True)
+        for n in (1, 2)
+    ]
+    errors = [writer.communicate(timeout=300)[1] for writer in writers]
+    assert all("warning: MLflow" not in error for error in errors), errors
+    client = mlflow.MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("vit-parallel").experiment_id])
+    assert sorted(r.info.run_name for r in runs) == ["writer1-0", "writer1-1", "writer2-0", "writer2-1"]
+    assert all(len(client.get_metric_history(r.info.run_id, "test_acc")) == 3 for r in runs)

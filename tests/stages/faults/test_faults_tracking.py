@@ -1,0 +1,107 @@
+"""Faults of MLflow tracking (pipeline/tracking.py): a locked, read-only or unreachable store (issue 5's case
+10), and two queued experiments in parallel sharing the SQLite store (15)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from fault_project import copy_of, in_parallel
+from project_copy import copy_project, set_params
+
+
+def assert_training_outputs_complete(repo: Path) -> None:
+    assert torch.load(repo / "models/scratch/seed_0.pt", weights_only=True)["heads.head.weight"].shape[0] == 3
+    assert sorted(p.name for p in (repo / "models/scratch").iterdir()) == ["model.json", "seed_0.pt"]
+    for path in ("plots/history/scratch.csv", "plots/history/scratch_seeds.csv"):
+        assert len((repo / path).read_text().splitlines()) == 1 + 2  # header + one row per epoch
+
+
+def test_mlflow_failure_warns_and_the_stage_finishes_with_complete_outputs(project, tmp_path):
+    (tmp_path / "a-file").write_text("")  # no folder can be made under a file, even by root
+    locked = tmp_path / "locked.db"
+    shutil.copy(project.env["MLFLOW_TRACKING_URI"].removeprefix("sqlite:///"), locked)  # a store with tables
+    stores = {
+        "http-closed-port": "http://127.0.0.1:9",
+        "sqlite-under-a-file": f"sqlite:///{tmp_path / 'a-file' / 'mlflow.db'}",
+        "sqlite-locked": f"sqlite:///{locked}",
+    }
+    holder = sqlite3.connect(locked, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another writer holds the database for the whole stage
+    copies, processes = [], []
+    try:
+        for case, uri in stores.items():
+            copies.append(copy_of(project, tmp_path / case))
+            shutil.copytree(project.repo / "data/prepared", copies[-1].repo / "data/prepared")
+            env = {
+                "MLFLOW_TRACKING_URI": uri,
+                "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+                "MLFLOW_HTTP_REQUEST_TIMEOUT": "2",
+            }
+            processes.append(copies[-1].start("train_scratch", env=env))
+        results = in_parallel(processes)
+    finally:
+        holder.rollback()
+        holder.close()
+    for case, copy, result in zip(stores, copies, results, strict=True):
+        assert result.returncode == 0, f"{case}: {result.stderr[-3000:]}"
+        assert "warning: MLflow start failed" in result.stderr, case
+        assert "metrics/*.json still record this run" in result.stderr
+        assert result.stderr.count("warning: MLflow") == 1, case  # one warning, then no more attempts
+        assert_training_outputs_complete(copy.repo)
+    assert "database is locked" in results[2].stderr
+
+
+def git_dvc(repo: Path, env: dict[str, str], *args: str, timeout: float = 600) -> str:
+    result = subprocess.run(args, cwd=repo, env=env, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"{' '.join(args)}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result.stdout + result.stderr
+
+
+@pytest.mark.e2e
+def test_two_queued_experiments_in_parallel_are_both_recorded_in_mlflow(tmp_path, project):
+    import mlflow
+
+    repo = tmp_path / "queued"
+    copy_project(repo)
+    shutil.copy(project.repo / "params.yaml", repo / "params.yaml")
+    set_params(repo, seeds=[0], train_scratch={"paper": {"epochs": 1}})
+    env = {k: v for k, v in project.env.items() if k != "MLFLOW_TRACKING_URI"}  # the default store: DVC_ROOT's
+    for command in (
+        ["git", "init", "-q"], ["dvc", "init", "-q"], ["dvc", "config", "core.analytics", "false"],
+        ["git", "add", "-A"], ["git", "commit", "-qm", "project"],
+    ):  # fmt: skip
+        git_dvc(repo, env, *command)
+    for lr in ("0.001", "0.002"):
+        git_dvc(repo, env, "dvc", "exp", "run", "--queue", "-n", f"lr-{lr}", "-S", f"train_scratch.paper.lr={lr}",
+                "train_scratch")  # fmt: skip
+    git_dvc(repo, env, "dvc", "queue", "start", "-j", "2")
+    deadline = time.monotonic() + 600
+    try:
+        while True:
+            status = git_dvc(repo, env, "dvc", "queue", "status")
+            if not re.search(r"\b(Queued|Running)\b", status):
+                break
+            assert time.monotonic() < deadline, status
+            time.sleep(2)
+    finally:
+        subprocess.run(["dvc", "queue", "stop", "--kill"], cwd=repo, env=env, capture_output=True, timeout=120)
+    assert status.count("Success") == 2, status
+    client = mlflow.MlflowClient(f"sqlite:///{repo / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("vit-paper")
+    runs = client.search_runs([experiment.experiment_id])
+    stages = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]  # one per job, its seeds nested in it
+    assert sorted(r.data.params["train_scratch.paper.lr"] for r in stages) == ["0.001", "0.002"]
+    assert {r.info.status for r in runs} == {"FINISHED"}
+    assert {r.data.tags.get("dvc_experiment") for r in runs} == {"lr-0.001", "lr-0.002"}
+    seeds = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert {r.data.tags["mlflow.parentRunId"] for r in seeds} == {r.info.run_id for r in stages}
+    assert all(len(client.get_metric_history(r.info.run_id, "val_acc")) == 1 for r in seeds)
+    shown = git_dvc(repo, env, "dvc", "exp", "show", "--csv")
+    assert "lr-0.001" in shown and "lr-0.002" in shown  # dvc exp show lists both jobs

@@ -1,0 +1,55 @@
+"""The small ResNet baseline: its size against the offline ViT, shapes, gradients, and that it can learn."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers import params_with
+
+from pipeline.engine import count_parameters
+from pipeline.model import ViT, vit_config
+from pipeline.resnet import small_resnet
+
+
+def test_default_widths_give_about_the_offline_vits_parameter_count():
+    widths = tuple(params_with().data_hunger.cnn_widths)
+    cnn = small_resnet(in_channels=1, num_classes=3, widths=widths)
+    vit = ViT(vit_config("fmnist", num_classes=3))
+    assert count_parameters(cnn) == 1_226_595 and count_parameters(vit) == 1_198_979
+    assert abs(count_parameters(cnn) / count_parameters(vit) - 1) < 0.03
+
+
+@pytest.mark.parametrize(("channels", "size"), [(1, 28), (3, 224), (3, 32)])
+def test_logits_shape_for_grey_and_colour_inputs_of_any_size(channels, size):
+    model = small_resnet(channels, num_classes=5, widths=(4, 8, 16))
+    assert model(torch.randn(2, channels, size, size)).shape == (2, 5)
+
+
+def test_every_parameter_gets_a_gradient():
+    model = small_resnet(1, num_classes=3, widths=(4, 8))
+    F.cross_entropy(model(torch.randn(4, 1, 28, 28)), torch.tensor([0, 1, 2, 0])).backward()
+    missing = [name for name, p in model.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
+    assert not missing
+
+
+def test_overfits_one_batch():
+    torch.manual_seed(0)
+    model = small_resnet(1, num_classes=3, widths=(8, 16))
+    images, labels = torch.randn(12, 1, 28, 28), torch.arange(3).repeat(4)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    for _ in range(60):
+        loss = F.cross_entropy(model(images), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert loss.item() < 0.05
+    model.eval()
+    assert (model(images).argmax(1) == labels).all()
+
+
+@pytest.mark.parametrize("kwargs", [{"widths": ()}, {"widths": (8, 0)}, {"num_classes": 0}, {"in_channels": 0}])
+def test_rejects_non_positive_sizes(kwargs):
+    arguments = {"in_channels": 1, "num_classes": 3, "widths": (8,)} | kwargs
+    with pytest.raises(ValueError, match="positive sizes"):
+        small_resnet(**arguments)
