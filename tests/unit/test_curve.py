@@ -51,7 +51,7 @@ def test_pretrain_scale_refuses_too_many_shots_before_it_trains_anything(monkeyp
     params = params_with(pretraining_scale={"shots": [5, 25, 5901]})
     monkeypatch.setattr(pretrain_scale, "load_split", lambda path: image_set([6000] * 7, [f"c{k}" for k in range(7)]))
     monkeypatch.setattr(pretrain_scale, "sweep_train_set", lambda preset, view: image_set([5900] * 3))
-    monkeypatch.setattr(pretrain_scale, "train_on_pool", lambda *a, **k: pytest.fail("trained before checking"))
+    monkeypatch.setattr(pretrain_scale, "pretrain_on_pool", lambda *a, **k: pytest.fail("trained before checking"))
     with pytest.raises(UserError, match=r"pretraining_scale.shots asks for 5901 .* at most 5900"):
         pretrain_scale.run_item(params, "resnet", 0)
 

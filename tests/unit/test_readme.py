@@ -11,7 +11,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 NUMBER = re.compile(r"(?<![\d.])0\.\d{3}(?![\d])")
-DOCUMENTS = ("README.md", "docs/results.md")
+DOCUMENTS = ("README.md", "docs/results.md", "docs/reproducibility.md")
 
 
 def leaves(tree) -> list[float]:
