@@ -93,7 +93,8 @@ class Tracker:
                     tags["dvc_experiment"] = os.environ["DVC_EXP_NAME"]
                 params = [Param(k, str(v)[:6000]) for k, v in self.params.items()]
                 with store_lock(uri):
-                    self.client = mlflow.MlflowClient(tracking_uri=uri)
+                    # the sqlite store reads its schema version when made: locked, like any write, it waits
+                    self.client = retry_when_locked(lambda: mlflow.MlflowClient(tracking_uri=uri))
                     experiment_id = retry_when_locked(lambda: self._experiment_id(uri))
                     if self.parent_id is None:
                         retry_when_locked(lambda: mark_dead_runs_killed(self.client, experiment_id))

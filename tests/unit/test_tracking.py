@@ -329,7 +329,10 @@ def test_a_locked_database_is_retried_for_a_minute_or_two_not_a_few_seconds(monk
 
 EIGHT_WRITERS = """
 import sys
+from pipeline.logs import setup_logging
 from pipeline.tracking import Tracker
+
+setup_logging()  # as in a stage process: a tracking failure prints "warning: MLflow ..."
 
 with Tracker("vit-contended", f"writer{sys.argv[1]}", {"stage": "x"}, {"n": sys.argv[1]}) as tracker:
     for step in range(1, 6):
@@ -391,7 +394,10 @@ def test_eight_writers_behind_a_30_s_lock_record_every_run_and_metric_and_leave_
 
 TRACK_TWICE = """
 import sys
+from pipeline.logs import setup_logging
 from pipeline.tracking import Tracker
+
+setup_logging()
 
 for i in range(2):
     with Tracker("vit-parallel", f"writer{sys.argv[1]}-{i}", {"stage": "x"}, {"a": sys.argv[1]}) as tracker:
