@@ -95,7 +95,7 @@ test: install lint ## lint, then the whole suite in two workers (dvc repro end t
 
 # The library's and tools' tests only: no stage processes, no dvc repro (tests/stages holds those).
 test-unit: install lint ## lint, then the unit and tool tests only (tests/unit, tests/tools) in two workers
-	PATH="$(BIN):$$PATH" pytest -n 2 -m "not e2e" tests/unit tests/tools
+	PATH="$(BIN):$$PATH" pytest -n 2 -m "not e2e and not slow" tests/unit tests/tools
 
 bench: install ## our ViT-B/16 against torchvision's (docs/benchmark.md)
 	$(PY) benchmarks/bench_vit.py

@@ -72,6 +72,7 @@ def run_training(tmp_path: Path, processes: int, out: str, **env_extra: str) -> 
     return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_two_gloo_processes_train_the_weights_of_one_process_with_the_same_global_batch(tmp_path):
     single = run_training(tmp_path, 1, "one.pt")
     assert single.returncode == 0, single.stderr[-3000:]
@@ -108,6 +109,7 @@ def untrained() -> dict:
     return ViT(vit_config("tiny", num_classes=3)).state_dict()
 
 
+@pytest.mark.slow
 def test_a_rank_killed_mid_run_ends_the_job_without_an_output(tmp_path):
     result = run_training(tmp_path, 2, "never.pt", KILL_RANK_1_AT_STEP="4")
     assert result.returncode != 0

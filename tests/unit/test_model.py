@@ -222,6 +222,7 @@ def test_every_parameter_gets_a_finite_nonzero_gradient(pool):
         assert parameter.grad.abs().sum() > 0, name
 
 
+@pytest.mark.slow
 def test_tiny_model_overfits_one_batch():
     torch.manual_seed(0)
     model = ViT(vit_config("tiny", num_classes=3))

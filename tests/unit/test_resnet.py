@@ -33,6 +33,7 @@ def test_every_parameter_gets_a_gradient():
     assert not missing
 
 
+@pytest.mark.slow
 def test_overfits_one_batch():
     torch.manual_seed(0)
     model = small_resnet(1, num_classes=3, widths=(8, 16))

@@ -119,6 +119,7 @@ def test_the_detector_reads_flags_from_a_cpuinfo_file(tmp_path):
     assert runtime_module.cpu_bf16_features(zen3) == ()
 
 
+@pytest.mark.slow
 def test_the_real_step_probe_is_stable_and_cached_across_processes(tmp_path, monkeypatch):
     """The probe times real training steps (nothing patched): two measurements agree within a factor of 2 even
     beside another test worker (the old 256x256 matmul probe read 134x, then 1x, on one machine; this one read
