@@ -15,16 +15,6 @@ from pipeline.config import parse_params
 # --- tracking --------------------------------------------------------------------------------
 
 
-def test_tracking_uri_defaults_to_sqlite_under_dvc_root_and_env_overrides(tmp_path, monkeypatch):
-    from pipeline.mlflow_store import tracking_uri
-
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    monkeypatch.setenv("DVC_ROOT", str(tmp_path))
-    assert tracking_uri() == f"sqlite:///{tmp_path.resolve() / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://tracking.example:5000")
-    assert tracking_uri() == "http://tracking.example:5000"
-
-
 def test_stage_tracker_records_params_tags_and_metric_steps(tmp_path, monkeypatch):
     import mlflow
 
@@ -120,32 +110,6 @@ def test_a_run_whose_process_died_is_marked_killed_when_the_next_stage_starts(tm
     assert client.get_run(elsewhere.info.run_id).info.status == "RUNNING"  # another host's pids mean nothing here
 
 
-def test_git_dirty_looks_at_sources_and_params_only(tmp_path, monkeypatch):
-    import subprocess
-
-    from pipeline.provenance import _git_state, git_state
-
-    def git(*args: str) -> None:
-        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
-
-    (tmp_path / "pipeline").mkdir()
-    (tmp_path / "pipeline" / "a.py").write_text("x = 1\n")
-    (tmp_path / "params.yaml").write_text("seeds: [0]\n")
-    (tmp_path / "metrics.json").write_text("{}\n")
-    git("init", "-q")
-    git("-c", "user.name=t", "-c", "user.email=t@t", "add", "-A")
-    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "metrics.json").unlink()  # what `dvc repro` does to a stage's git-tracked outputs
-    _git_state.cache_clear()
-    assert git_state()["git_dirty"] == "false"
-    (tmp_path / "params.yaml").write_text("seeds: [1]\n")
-    assert git_state()["git_dirty"] == "false", "read once per process: a stage's runs share one answer"
-    _git_state.cache_clear()
-    assert git_state()["git_dirty"] == "true"
-    _git_state.cache_clear()
-
-
 def test_a_stage_run_holds_one_child_per_seed_with_its_own_params_a_model_and_the_data(tmp_path, monkeypatch):
     import mlflow
     import torch
@@ -210,27 +174,6 @@ torch.save(model(torch.load({str(tmp_path / "example.pt")!r})), {str(tmp_path / 
     assert files == {"model/data/model.pt2"}  # the exported program only: no pickled model or pickle module
     signature = mlflow.models.get_model_info(f"runs:/{runs['train_scratch-seed0'].info.run_id}/model").signature
     assert signature.inputs.to_dict()[0]["tensor-spec"]["shape"] in ([-1, 3, 32, 32], (-1, 3, 32, 32))
-
-
-def test_stage_params_are_the_stage_s_dvc_yaml_list_or_all_without_one(tmp_path):
-    from pipeline.dvc_files import stage_params
-
-    flat = {
-        "preset": "offline",
-        "seeds": "[0]",
-        "backbone.lr": "0.1",
-        "backbone.epochs": "4",
-        "evaluate.batch_size": "8",
-    }
-    dvc_yaml = tmp_path / "dvc.yaml"
-    dvc_yaml.write_text("stages:\n  backbone:\n    params: [preset, backbone]\n")
-    assert stage_params(flat, "backbone", dvc_yaml) == {
-        "preset": "offline",
-        "backbone.lr": "0.1",
-        "backbone.epochs": "4",
-    }
-    assert stage_params(flat, "no_such_stage", dvc_yaml) == flat
-    assert stage_params(flat, "backbone", tmp_path / "missing.yaml") == flat
 
 
 def test_a_missing_value_is_left_out_and_does_not_stop_tracking(tmp_path, monkeypatch):
@@ -300,31 +243,6 @@ def test_a_stage_run_records_system_metrics(tmp_path, monkeypatch):
 
 
 # --- a locked SQLite store under many writers ---------------------------------------------------------
-
-
-def test_a_locked_database_is_retried_for_a_minute_or_two_not_a_few_seconds(monkeypatch):
-    """Three and a half seconds of backoff used to be all a write got before the tracker gave up."""
-    from pipeline import mlflow_store
-
-    clock = [0.0]
-    monkeypatch.setattr(mlflow_store.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(mlflow_store.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s + 5.0))  # +SQLite 5 s
-
-    def locked_until(t: float):
-        def action():
-            if clock[0] < t:
-                raise RuntimeError("(sqlite3.OperationalError) database is locked")
-            return "written"
-
-        return action
-
-    assert mlflow_store.retry_when_locked(locked_until(90.0)) == "written"
-    clock[0] = 0.0
-    with pytest.raises(RuntimeError, match="database is locked"):
-        mlflow_store.retry_when_locked(locked_until(10_000.0))
-    assert mlflow_store._LOCKED_WAIT_S <= clock[0] <= mlflow_store._LOCKED_WAIT_S + 8
-    with pytest.raises(ValueError):  # any other error is not retried
-        mlflow_store.retry_when_locked(lambda: (_ for _ in ()).throw(ValueError("bug")))
 
 
 EIGHT_WRITERS = """
