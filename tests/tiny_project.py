@@ -1,5 +1,6 @@
-"""A project folder with params.yaml, prepared test sets and trained-looking tiny models, for the tests of
-the analysis stage and the predict and compare tools."""
+"""Tiny project folders: ``project``, with params.yaml, prepared test sets and trained-looking tiny models, for
+the tests of the analysis stage and the predict and compare tools; ``curve_project``, the prepared splits and
+backbone the data-hunger curve's arms read, for the tests of the arms and of the sweep stages."""
 
 from __future__ import annotations
 
@@ -65,6 +66,23 @@ def project(tmp_path, monkeypatch, request):
     for arm, folder in (("scratch", paths.SCRATCH_MODELS), ("linear", paths.LINEAR_PROBES)):
         card = model_card(arm, "tiny", config, test_set, "resize", SEEDS)
         write_json(folder / MODEL_CARD, card)
+    return tmp_path
+
+
+@pytest.fixture
+def curve_project(tmp_path, monkeypatch):
+    """A paper-preset prepared folder (6 train, 2 validation, 2 test images per class) and a tiny backbone."""
+    monkeypatch.chdir(tmp_path)
+    generator = torch.Generator().manual_seed(0)
+    for view in paths.VIEWS:
+        for split, per_class in (("train", 6), ("val", 2), ("test", 2)):
+            labels = torch.arange(3).repeat_interleave(per_class)
+            images = torch.randint(0, 80, (len(labels), 3, 32, 32), dtype=torch.uint8, generator=generator)
+            images[torch.arange(len(labels)), labels] += 150  # each class its own colour
+            ImageSet(images, labels, ["a", "b", "c"], (0.5,) * 3, (0.25,) * 3).save(paths.prepared_split(view, split))
+    torch.manual_seed(0)
+    paths.BACKBONE.parent.mkdir(parents=True)
+    torch.save(ViT(vit_config("tiny", num_classes=10)).state_dict(), paths.BACKBONE)
     return tmp_path
 
 

@@ -7,15 +7,12 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 from helpers import CPU, params_with, tiny_params
 
 from pipeline import arms, curve, paths, plotting
-from pipeline.arms import finetune as finetune_arm
 from pipeline.arms import linear as linear_arm
 from pipeline.arms import scratch as scratch_arm
 from pipeline.arms.common import Curve
-from pipeline.data import ImageSet
 from pipeline.errors import UserError
 from pipeline.model import ViT, vit_config
 from pipeline.resnet import small_resnet
@@ -25,19 +22,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def tiny_project(tmp_path, monkeypatch):
-    """A paper-preset prepared folder (6 train, 2 validation, 2 test images per class) and a tiny backbone."""
-    monkeypatch.chdir(tmp_path)
-    generator = torch.Generator().manual_seed(0)
-    for view in paths.VIEWS:
-        for split, per_class in (("train", 6), ("val", 2), ("test", 2)):
-            labels = torch.arange(3).repeat_interleave(per_class)
-            images = torch.randint(0, 80, (len(labels), 3, 32, 32), dtype=torch.uint8, generator=generator)
-            images[torch.arange(len(labels)), labels] += 150  # each class its own colour
-            ImageSet(images, labels, ["a", "b", "c"], (0.5,) * 3, (0.25,) * 3).save(paths.prepared_split(view, split))
-    torch.manual_seed(0)
-    paths.BACKBONE.parent.mkdir(parents=True)
-    torch.save(ViT(vit_config("tiny", num_classes=10)).state_dict(), paths.BACKBONE)
+def tiny_project(curve_project, monkeypatch):
+    """The arms' prepared folder and backbone (tiny_project.curve_project), the sweep and ablation stages
+    tracking nothing."""
 
     class NoTracking:  # a Tracker that records nothing (MLflow's own set-up costs seconds per run)
         def __init__(self, *args, **kwargs) -> None:
@@ -62,7 +49,7 @@ def tiny_project(tmp_path, monkeypatch):
 
     monkeypatch.setattr(sweep, "stage_tracker", no_tracking)  # MLflow is covered by tests/stages/test_e2e.py
     monkeypatch.setattr(ablation, "stage_tracker", no_tracking)
-    return tmp_path
+    return curve_project
 
 
 POINT_KEYS = {"arm", "point", "n_train_per_class", "n_train", "n_val", "n_test", "trained_parameters", "test_acc",
@@ -122,17 +109,6 @@ def test_one_point_of_every_arm_writes_the_documented_keys(tiny_project, monkeyp
     assert trained["cnn"] == sum(
         p.numel() for p in small_resnet(3, 3, tuple(params.data_hunger.cnn_widths)).parameters()
     )
-
-
-def test_fine_tuning_starts_from_the_probe(tiny_project):
-    """At a vanishing learning rate the fine-tuned arm predicts what the linear probe does, image for image."""
-    params = tiny_params(finetune={"lrs": [1e-12]})
-    curve_ = Curve("paper", "tiny", "tiny", "supervised", params.data_hunger, 8, CPU)
-    data_ = finetune_arm.point_data(curve_, 2)
-    for seed in (0, 1):
-        probe = linear_arm.run_seed(curve_, data_, seed)
-        tuned = finetune_arm.run_seed(curve_, data_, seed, 1e-12)
-        assert tuned["score"]()["test_acc"] == probe["score"]()["test_acc"] and tuned["reg"] == probe["reg"]
 
 
 def test_the_test_set_chooses_nothing(tiny_project):
