@@ -1,9 +1,11 @@
 """Every number the README reports comes from a committed file, by the key it comes from: results appear only
 inside the generated tables (tests/tools/test_report.py regenerates them from metrics/ and fails on any
-difference), and the prose around them may quote settings of params.yaml only."""
+difference), and the prose around them may quote settings of params.yaml, and a few measured results by hand
+(the repro's minutes, the step probe), each checked against the key it comes from."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -12,6 +14,53 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 NUMBER = re.compile(r"(?<![\d.])0\.\d{3}(?![\d])")
 DOCUMENTS = ("README.md", "docs/results.md", "docs/reproducibility.md")
+DECIMAL = re.compile(r"(?<![\w.])\d+\.\d+(?:e-?\d+)?(?![\d.])")
+
+
+def committed(name: str) -> dict:
+    return json.loads((REPO / "metrics" / name).read_text())
+
+
+def repro(run: str) -> dict:
+    return committed("repro_time.json")["runs"][run]
+
+
+def core_speed(stage: str, when: str) -> float:
+    return repro("cpu bf16")["core_speed_check"][stage][when]
+
+
+def step_probe() -> str:
+    return re.search(r"step ([\d.]+)x", repro("cpu bf16")["hardware"])[1]
+
+
+def min_bf16_speedup() -> float:
+    from pipeline.runtime import MIN_BF16_SPEEDUP
+
+    return MIN_BF16_SPEEDUP
+
+
+REPRODUCIBILITY = "docs/reproducibility.md"
+# The results the prose quotes by hand: (document, the words around the number, where the number comes from).
+QUOTED = [
+    ("README.md", "a {:.1f}M-parameter ViT", lambda: committed("backbone.json")["params"] / 1e6),
+    ("README.md", "took {:.1f} minutes of stage time", lambda: repro("cpu bf16")["minutes"]),
+    ("README.md", "({:.1f} wall)", lambda: repro("cpu bf16")["wall_minutes"]),
+    ("README.md", "The previous protocol took {:.1f} minutes", lambda: repro("cpu fp32")["minutes"]),
+    (REPRODUCIBILITY, "runs at least {}x faster in bf16", min_bf16_speedup),
+    (REPRODUCIBILITY, "step probe {}x", step_probe),
+    (REPRODUCIBILITY, "40-epoch budgets | {:.1f} |", lambda: repro("cpu bf16")["minutes"]),
+    (REPRODUCIBILITY, "300-step cap | {:.1f} |", lambda: repro("cpu fp32")["minutes"]),
+    (REPRODUCIBILITY, "the backbone {:.1f} s before", lambda: core_speed("backbone", "before")),
+    (REPRODUCIBILITY, "changes, {:.1f} s after", lambda: core_speed("backbone", "after")),
+    (REPRODUCIBILITY, "prediction {:.1f} s and", lambda: core_speed("masked_patch", "before")),
+    (REPRODUCIBILITY, "and {:.1f} s (`core_speed_check`)", lambda: core_speed("masked_patch", "after")),
+]
+NOT_RESULTS = {  # decimal numbers in the prose that no rerun changes
+    "3.10": "the Python version the project needs",
+    "2.14": "the torch version whose API the detector works around",
+    "4.6": "the paper's section",
+    "2.1e-6": "the logit parity with torchvision that tests/unit/test_model.py checks",
+}
 
 
 def leaves(tree) -> list[float]:
@@ -54,3 +103,28 @@ def test_the_check_catches_a_number_typed_into_the_prose_but_not_a_setting_or_a_
     assert quoted_results(table + "the pretrained arm reaches 0.612 here") == {"0.612"}
     assert quoted_results(table + "after it") == set()
     assert quoted_results("warmup_fraction 0.100 of the steps") == set()  # backbone.warmup_fraction: 0.1
+
+
+def words(text: str) -> str:
+    """``text``'s prose with every run of whitespace one space, so a quote may span a line break."""
+    return " ".join(prose(text).split())
+
+
+def test_each_result_quoted_by_hand_is_the_committed_value_of_its_key():
+    for name, around, value in QUOTED:
+        expected = around.format(value())
+        assert expected in words((REPO / name).read_text()), f"{name} should say {expected!r}"
+
+
+def test_every_decimal_number_in_the_prose_is_a_setting_a_checked_quote_or_no_result():
+    params = set(leaves(yaml.safe_load((REPO / "params.yaml").read_text())))
+    for name in DOCUMENTS:
+        quoted = {
+            number for doc, around, value in QUOTED if doc == name for number in DECIMAL.findall(around.format(value()))
+        }
+        unexplained = {
+            number
+            for number in DECIMAL.findall(words((REPO / name).read_text()))
+            if float(number) not in params and number not in quoted and number not in NOT_RESULTS
+        }
+        assert unexplained == set(), f"{name}: quote these through QUOTED (their key) or a table"
