@@ -9,9 +9,9 @@ from PIL import Image
 from tiny_project import CLASSES, CPU, run_cli
 
 from pipeline import paths
-from pipeline.checkpoints import read_model_card
+from pipeline.checkpoints import CARD_FOLDERS, read_model_card
 from pipeline.config import load_params
-from pipeline.data import ImageSet, view_transform
+from pipeline.data import ImageSet, normalise, view_transform
 from pipeline.tools import predict
 
 # --- predict ---------------------------------------------------------------------------------
@@ -35,12 +35,24 @@ def test_predict_prints_sorted_probabilities_summing_to_one_for_png_and_odd_grey
     assert status == 0
     lines = out.strip().splitlines()
     assert [parse_line(line)[0] for line in lines] == ["photo.png", "grey.jpg"]
-    for line in lines:
+    card = read_model_card(CARD_FOLDERS[arm])
+    model, max_pixels = predict.load_model(card, arm, card["seeds"][0], CPU), load_params().images.max_pixels
+    for line, file_name in zip(lines, ["photo.png", "grey.jpg"], strict=True):
         pairs = parse_line(line)[1]
         assert sorted(name for name, _ in pairs) == sorted(CLASSES)
         probabilities = [p for _, p in pairs]
         assert probabilities == sorted(probabilities, reverse=True)
         assert abs(sum(probabilities) - 1) <= 0.002  # three values printed to 3 decimals
+        # the model's own probabilities on the inverted image, computed here without predict()
+        size, channels = model.config.image_size, model.config.in_channels
+        plain = predict.load_image(
+            project / file_name, size, card["transform"], channels, invert=False, max_pixels=max_pixels
+        )
+        logits = model(normalise(255 - plain[None], card["mean"], card["std"]))
+        expected = dict(zip(CLASSES, torch.softmax(logits, dim=-1)[0].tolist(), strict=True))
+        assert all(abs(p - expected[name]) <= 0.0005 + 1e-6 for name, p in pairs)
+    status, plain_out, _ = run_cli(predict, monkeypatch, capsys, "photo.png", "grey.jpg", "--model", arm)
+    assert status == 0 and plain_out != out  # --invert changes what the model sees
 
 
 def test_predict_on_a_saved_test_image_matches_the_model_on_the_stored_tensor(project):
