@@ -217,7 +217,14 @@ def test_backbone_recipe_steps_at_the_scheduled_lr_with_clipping_and_decoupled_d
     recipe = recipe_for(14, 5, lr=2e-3, batch_size=4, optimizer="adamw", weight_decay=0.05, schedule="cosine",
                         warmup_fraction=0.2, grad_clip=1.0)  # fmt: skip
     seen: list[tuple[float, float, str]] = []
-    real_step = engine.optimizer_step
+    norms: list[tuple[float, float]] = []  # each step's gradient norm before and after the update's clipping
+    real_step, real_clip = engine.optimizer_step, engine.nn.utils.clip_grad_norm_
+
+    def recording_clip(parameters, max_norm, *args, **kwargs):
+        parameters = list(parameters)
+        before = real_clip(parameters, max_norm, *args, **kwargs)
+        norms.append((before.item(), torch.nn.utils.get_total_norm([p.grad for p in parameters]).item()))
+        return before
 
     def recording_step(loss, optimizer, scheduler, parameters, grad_clip):
         group = optimizer.param_groups[0]
@@ -225,12 +232,15 @@ def test_backbone_recipe_steps_at_the_scheduled_lr_with_clipping_and_decoupled_d
         real_step(loss, optimizer, scheduler, parameters, grad_clip)
 
     monkeypatch.setattr(engine, "optimizer_step", recording_step)
+    monkeypatch.setattr(engine.nn.utils, "clip_grad_norm_", recording_clip)
     _, history = train_tiny(seed=0, recipe=recipe)
     assert len(seen) == recipe.steps == 20
     expected = [2e-3 * lr_factor(step, recipe.steps, recipe) for step in range(recipe.steps)]
     assert [lr for lr, _, _ in seen] == pytest.approx(expected, rel=1e-12)
     assert expected[0] < expected[3] == pytest.approx(2e-3) and expected[-1] < 2e-4  # warmup, then decay
     assert {(clip, name) for _, clip, name in seen} == {(1.0, "AdamW")}
+    assert len(norms) == recipe.steps and all(after <= 1.0 + 1e-5 for _, after in norms)  # clipped every step
+    assert max(before for before, _ in norms) > 1.0  # and the clip bound: some gradients were larger
     assert history[-1]["train_loss"] < history[0]["train_loss"]
 
 
