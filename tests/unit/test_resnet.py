@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -22,8 +24,13 @@ def test_default_widths_give_about_the_offline_vits_parameter_count():
 
 @pytest.mark.parametrize(("channels", "size"), [(1, 28), (3, 224), (3, 32)])
 def test_logits_shape_for_grey_and_colour_inputs_of_any_size(channels, size):
+    """(B, C, H, W) -> (B, 5), and before the pooling the stem and each stage after the first halve the grid
+    (28 px: 14, 14, 7, 4), so a stage that stopped downsampling shows though the logits' shape would not."""
     model = small_resnet(channels, num_classes=5, widths=(4, 8, 16))
-    assert model(torch.randn(2, channels, size, size)).shape == (2, 5)
+    images = torch.randn(2, channels, size, size)
+    assert model(images).shape == (2, 5)
+    grid = math.ceil(math.ceil(math.ceil(size / 2) / 2) / 2)  # the stem's stride 2, then stages 2 and 3
+    assert model[:-3](images).shape == (2, 16, grid, grid)  # every layer before the pooling, flatten and head
 
 
 def test_every_parameter_gets_a_gradient():
