@@ -3,7 +3,9 @@ pretrained backbone."""
 
 from __future__ import annotations
 
+import pytest
 import torch
+import torch.nn.functional as F
 from helpers import CPU, tiny_params
 
 from pipeline.arms import finetune as finetune_arm
@@ -13,7 +15,9 @@ from pipeline.curve import seed_subset
 
 
 def test_fine_tuning_starts_from_the_probe(curve_project):
-    """At a vanishing learning rate the fine-tuned arm predicts what the linear probe does, image for image."""
+    """At a vanishing learning rate the fine-tuned arm predicts what the linear probe does, image for image: the
+    same accuracies and, on its training subset, the cross-entropy of the probe's own logits (the tiny backbone's
+    features tell the classes apart too little for accuracy alone to show a head that is not the probe's)."""
     params = tiny_params(finetune={"lrs": [1e-12]})
     curve_ = Curve("paper", "tiny", "tiny", "supervised", params.data_hunger, 8, CPU)
     data_ = finetune_arm.point_data(curve_, 2)
@@ -21,6 +25,10 @@ def test_fine_tuning_starts_from_the_probe(curve_project):
         probe = linear_arm.run_seed(curve_, data_, seed)
         tuned = finetune_arm.run_seed(curve_, data_, seed, 1e-12)
         assert tuned["score"]()["test_acc"] == probe["score"]()["test_acc"] and tuned["reg"] == probe["reg"]
+        fitted, features, train_set = linear_arm.seed_probe(curve_, data_, seed)
+        probe_loss = F.cross_entropy(fitted.logits(features), train_set.labels).item()
+        assert tuned["train_loss"] == pytest.approx(probe_loss, rel=1e-5)
+        assert tuned["train_acc"] == probe["train_acc"]
 
 
 def test_the_model_it_trains_is_the_backbone_with_this_seeds_probe_as_its_head_exactly(curve_project, monkeypatch):
