@@ -16,6 +16,21 @@ def test_collapse_is_the_share_of_the_most_predicted_class():
     assert collapse(torch.tensor([0, 0, 0, 1])) == pytest.approx(0.75)
 
 
+def test_summarise_averages_each_seeds_collapse_from_its_own_predictions():
+    """metrics/evaluate.json's collapse comes from each seed's own predictions, never from the labels (balanced
+    here, so always 1/3) nor from one seed's alone."""
+    from torch import nn
+
+    from pipeline.engine import Evaluation
+    from pipeline.metrics import summarise
+
+    labels = torch.tensor([0, 1, 2] * 4)
+    one_class = Evaluation(nn.functional.one_hot(torch.full((12,), 2), 3).float(), 1.0, 1 / 3)  # share 1
+    mostly_0 = Evaluation(nn.functional.one_hot(torch.tensor([0] * 9 + [1, 2, 1]), 3).float(), 1.0, 1 / 3)  # 9/12
+    result = summarise({0: one_class, 1: mostly_0}, labels, ["a", "b", "c"], nn.Linear(2, 3), 9, 9)
+    assert result["collapse"] == pytest.approx((1 + 0.75) / 2)
+
+
 def test_majority_baseline_predicts_the_most_frequent_training_class():
     assert majority_baseline(torch.tensor([0, 1, 1, 2]), torch.tensor([1, 1, 0, 2])) == pytest.approx(0.5)
     # ties go to the lowest class index
