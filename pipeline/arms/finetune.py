@@ -9,15 +9,13 @@ import torch
 
 from pipeline.arms import REGISTRY, linear
 from pipeline.arms.common import Curve, fit_seed
+from pipeline.arms.linear import point_data  # one function: a sweep running both arms computes it once
 from pipeline.checkpoints import finetune_model
 from pipeline.data import ImageSet
 from pipeline.model import ViT
 
 VIEW = REGISTRY["finetune"].view
-
-
-def point_data(curve: Curve, point: int) -> dict:
-    return linear.point_data(curve, point)
+__all__ = ["VIEW", "point_data", "run_seed"]
 
 
 def run_seed(curve: Curve, data: dict, seed: int, lr: float) -> dict:

@@ -1,9 +1,11 @@
 """Stage sweep: one point of the data-hunger curve, one arm at one training-set size, once per seed.
 
-``python -m pipeline.stages.sweep <arm> <point>``; dvc.yaml runs it as the matrices ``sweep_scratch``,
-``sweep_cnn``, ``sweep_pixels`` (over ``data_hunger.points``) and ``sweep_pretrained`` (arm linear/finetune x
-point), and ``data_hunger`` gathers them. The arm's code is ``pipeline/arms/<arm>.py`` (see
-:mod:`pipeline.arms`), imported by name so that each item depends on its own arm only.
+``python -m pipeline.stages.sweep <arm>[,<arm>...] <point>``; dvc.yaml runs it as the matrices
+``sweep_scratch``, ``sweep_cnn``, ``sweep_pixels`` and ``sweep_pretrained`` (over ``data_hunger.points``; the
+last runs ``linear,finetune``), and ``data_hunger`` gathers them. The arm's code is ``pipeline/arms/<arm>.py``
+(see :mod:`pipeline.arms`), imported by name so that each item depends on its own arms only. Arms named together
+whose modules share one ``point_data`` share its result: the transfer arms load the backbone, extract the frozen
+features and fit each seed's probe once, and fine-tuning starts from the very probes the linear arm reports.
 
 The protocol: each seed draws its own subset (:mod:`pipeline.curve`). A trained arm runs the first seed at
 every learning rate of its grid (``data_hunger.<arm>.lrs``), keeps the one with the best validation score
@@ -27,13 +29,17 @@ from pipeline.runtime import resolve_runtime
 from pipeline.tracking import stage_tracker
 
 
-def run_point(params: Params, arm: str, point: int) -> dict:
-    """Every seed of one arm at one size; returns the point's summary (written as JSON by ``main``)."""
+def run_point(params: Params, arm: str, point: int, shared: dict | None = None) -> dict:
+    """Every seed of one arm at one size; returns the point's summary (written as JSON by ``main``). ``shared``
+    holds the point's data by the ``point_data`` function that made it, for the next arm of the same process."""
     runtime = resolve_runtime(params.runtime)
-    module = arm_module(arm)  # by name: dvc.yaml lists only this arm's module among the item's deps
+    module = arm_module(arm)  # by name: dvc.yaml lists only this item's arm modules among its deps
     curve = Curve(params.preset, params.model_name, params.backbone_model_name, params.backbone_source,
                   params.data_hunger, params.evaluate.batch_size, runtime)  # fmt: skip
-    data = module.point_data(curve, point)
+    shared = {} if shared is None else shared
+    if module.point_data not in shared:
+        shared[module.point_data] = module.point_data(curve, point)
+    data = shared[module.point_data]
     n = data["n"]
     lrs = getattr(params.data_hunger, arm).lrs if arm in TRAINED else [None]
     first, *others = params.seeds
@@ -60,21 +66,25 @@ def run_point(params: Params, arm: str, point: int) -> dict:
     return point_summary(arm, point, data, runs, trials, lrs, regs) | {"runtime": runtime.describe()}
 
 
-def parse_args(argv: list[str], points: list[int]) -> tuple[str, int]:
-    usage = f"usage: python -m pipeline.stages.sweep <arm: {'|'.join(ARMS)}> <point: one of {points}>"
-    if len(argv) != 2 or argv[0] not in ARMS or not argv[1].isdigit() or int(argv[1]) not in points:
+def parse_args(argv: list[str], points: list[int]) -> tuple[list[str], int]:
+    usage = f"usage: python -m pipeline.stages.sweep <arm: {'|'.join(ARMS)}>[,<arm>...] <point: one of {points}>"
+    arms = argv[0].split(",") if argv else []
+    if (len(argv) != 2 or not all(arm in ARMS for arm in arms) or len(set(arms)) != len(arms)
+            or not argv[1].isdigit() or int(argv[1]) not in points):  # fmt: skip
         raise UserError(f"{usage}, got {argv}")
-    return argv[0], int(argv[1])
+    return arms, int(argv[1])
 
 
 @stage_main
 def main() -> None:
     params = load_params()
-    arm, point = parse_args(sys.argv[1:], params.data_hunger.points)
-    summary = run_point(params, arm, point)
-    write_json(point_path(arm, point), summary)
-    acc = summary["test_acc"]
-    log.info(f"sweep {arm} n={summary['n_train_per_class']}/class: test_acc {acc['mean']:.4f} ± {acc['std']:.4f}")
+    arms, point = parse_args(sys.argv[1:], params.data_hunger.points)
+    shared = {}
+    for arm in arms:
+        summary = run_point(params, arm, point, shared)
+        write_json(point_path(arm, point), summary)
+        acc = summary["test_acc"]
+        log.info(f"sweep {arm} n={summary['n_train_per_class']}/class: test_acc {acc['mean']:.4f} ± {acc['std']:.4f}")
 
 
 if __name__ == "__main__":

@@ -132,7 +132,31 @@ def test_bad_arguments_name_the_usage():
         sweep.parse_args(["scratch", "5"], list(range(5)))
     with pytest.raises(UserError, match="usage"):
         sweep.parse_args(["pretrained", "0"], list(range(5)))
-    assert sweep.parse_args(["pixels", "4"], list(range(5))) == ("pixels", 4)
+    with pytest.raises(UserError, match="usage"):
+        sweep.parse_args(["linear,linear", "0"], list(range(5)))
+    assert sweep.parse_args(["pixels", "4"], list(range(5))) == (["pixels"], 4)
+    assert sweep.parse_args(["linear,finetune", "0"], list(range(5))) == (["linear", "finetune"], 0)
+
+
+def test_the_transfer_arms_in_one_process_share_the_backbone_and_probes_and_write_what_two_would(
+    tiny_project, monkeypatch
+):
+    """dvc.yaml's sweep_pretrained runs ``linear,finetune``: one backbone load, one set of frozen features and
+    probes, and point files equal to those of two separate processes."""
+    params = tiny_params()
+    monkeypatch.setattr(sweep, "load_params", lambda: params)
+    loads = []
+    load_backbone = linear_arm.load_backbone
+    monkeypatch.setattr(linear_arm, "load_backbone", lambda *a: loads.append(a) or load_backbone(*a))
+    files = [curve.point_path(arm, 2) for arm in ("linear", "finetune")]
+    for arm in ("linear", "finetune"):
+        monkeypatch.setattr(sys, "argv", ["sweep", arm, "2"])
+        sweep.main()
+    apart = [f.read_bytes() for f in files]
+    assert len(loads) == 2
+    monkeypatch.setattr(sys, "argv", ["sweep", "linear,finetune", "2"])
+    sweep.main()
+    assert len(loads) == 3 and [f.read_bytes() for f in files] == apart
 
 
 def test_aggregate_writes_the_curve_json_and_png(tiny_project, monkeypatch):

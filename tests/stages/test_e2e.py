@@ -37,13 +37,7 @@ STAGES = (
 )  # fmt: skip
 # The data-hunger sweep, cut to one point (data_hunger.points) so that the suite stays short: its matrices'
 # items (point, or arm x point) and the stage that gathers them. tests/stages/test_data_hunger.py gathers five.
-SWEEP_STAGES = (
-    *(
-        f"{arm.dvc_stage}@{name}-0" if arm.dvc_stage == "sweep_pretrained" else f"{arm.dvc_stage}@0"
-        for name, arm in REGISTRY.items()
-    ),  # sweep_pretrained's matrix is arm x point, the others' point alone
-    "data_hunger",
-)
+SWEEP_STAGES = (*dict.fromkeys(f"{arm.dvc_stage}@0" for arm in REGISTRY.values()), "data_hunger")
 
 pytestmark = pytest.mark.e2e
 

@@ -30,7 +30,7 @@ def sweep_stage_arms() -> dict[str, str]:
     for name, spec in STAGES.items():
         match = re.fullmatch(r"python -m pipeline\.stages\.sweep (\S+) \$\{item\.point\}", spec["cmd"])
         if match:
-            for arm in spec["matrix"]["arm"] if match.group(1) == "${item.arm}" else [match.group(1)]:
+            for arm in match.group(1).split(","):  # arms named together share one process
                 assert arm not in found, f"{arm} is swept by both {found[arm]} and {name}"
                 found[arm] = name
     return found
@@ -45,8 +45,9 @@ def test_each_sweep_stage_lists_its_arms_module_and_a_trained_arms_params(name):
     spec = STAGES[REGISTRY[name].dvc_stage]
     assert f"pipeline/arms/{name}.py" in spec["deps"]
     assert (f"data_hunger.{name}" in spec["params"]) == REGISTRY[name].trained
-    point_file = "metrics/data_hunger/" + ("${item.arm}" if "arm" in spec["matrix"] else name) + "_${item.point}.json"
-    assert [next(iter(out)) for out in spec["outs"]] == [point_file]  # pipeline.curve.point_path
+    arms = spec["cmd"].split()[3].split(",")
+    point_files = [f"metrics/data_hunger/{arm}_${{item.point}}.json" for arm in arms]  # pipeline.curve.point_path
+    assert [next(iter(out)) for out in spec["outs"]] == point_files
 
 
 def test_params_yaml_has_one_optimiser_section_per_trained_arm_and_config_reads_each():
