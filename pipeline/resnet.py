@@ -14,6 +14,7 @@ parameters, within 3% of the offline ViT's 1,198,979.
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 
@@ -52,4 +53,6 @@ def small_resnet(in_channels: int, num_classes: int, widths: tuple[int, ...] = (
         elif isinstance(module, nn.BatchNorm2d):
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
-    return model
+    # Channels-last weights: oneDNN then runs every convolution (and its batch norm) in NHWC, whatever the layout
+    # of the input, which makes a training step about 1.25x faster on a CPU (docs/benchmark.md).
+    return model.to(memory_format=torch.channels_last)
