@@ -61,11 +61,10 @@ def training_step(name: str, batch: int, precision: str, channels_last: bool = F
         def loss_of() -> torch.Tensor:
             return F.cross_entropy(model(images).float(), labels)
     elif name == "resnet":
-        model = small_resnet(1, 3, CNN_WIDTHS)
+        model = small_resnet(1, 3, CNN_WIDTHS)  # channels-last weights, as the pipeline trains it
         labels = torch.randint(0, 3, (batch,), generator=generator)
-        if channels_last:
-            model = model.to(memory_format=torch.channels_last)
-            images = images.contiguous(memory_format=torch.channels_last)
+        if not channels_last:  # the layout it had before: NCHW weights
+            model = model.to(memory_format=torch.contiguous_format)
 
         def loss_of() -> torch.Tensor:
             return F.cross_entropy(model(images).float(), labels)
