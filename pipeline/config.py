@@ -211,7 +211,9 @@ class GridOptimiser:
     optimizer: Literal["adam", "adamw"]
     lrs: list[float]
     weight_decay: float
-    schedule: Literal["none", "cosine"]  # cosine decays to 0 at the end of the budget after the linear warmup
+    # after the linear warmup: cosine decays to 0 at the end of the budget; plateau stays constant until the
+    # validation score levels off, then decays to 0 over data_hunger.cooldown_fraction of the steps so far
+    schedule: Literal["none", "cosine", "plateau"]
     warmup_fraction: float  # share of the budget with linear warmup
     grad_clip: float  # max global gradient norm; 0 disables clipping
 
@@ -242,17 +244,25 @@ class _DataHungerShared:
     max_epochs: int  # the budget: a run's step cap and its schedule's span, in passes over its training set...
     min_steps: int  # ... and never fewer steps than this (at 10 per class an epoch is one step)
     scores: int  # validation scores per run, evenly spaced over the budget, besides step 0's
-    patience: int  # validation scores without a better one before a run stops
+    patience: int  # validation scores without a better one before a run stops (plateau: before its cooldown)
+    cap_factor: int  # plateau schedule: a run may train up to this many budgets before it must stop
+    cooldown_fraction: float  # plateau schedule: the decay's length, as a fraction of the steps before it
     probe_regs: list[float]  # the few-shot probe's ridge grid, times the mean eigenvalue of X^T X
     logreg_max_per_class: int
     cnn_widths: list[int]
 
     def budget(self, n_train: int) -> tuple[int, int]:
-        """(step cap, steps between validation scores) of a trained run on ``n_train`` images: ``max_epochs``
-        passes at ``batch_size``, at least ``min_steps``; the schedule spans the cap, and ``scores`` scores
-        are spread over it, so every run is scored as often whatever its size."""
+        """(budget, steps between validation scores) of a trained run on ``n_train`` images: ``max_epochs``
+        passes at ``batch_size``, at least ``min_steps``; ``scores`` scores are spread over the budget, so every
+        run is scored as often whatever its size. A cosine schedule spans the budget, which is then its step
+        cap; a plateau schedule warms up over the same share of it and may run to :meth:`cap`."""
         steps = max(self.min_steps, self.max_epochs * math.ceil(n_train / self.batch_size))
         return steps, max(1, math.ceil(steps / self.scores))
+
+    def cap(self, arm: str, budget: int) -> int:
+        """The step cap of ``arm``'s runs of this ``budget``: the budget itself, or ``cap_factor`` budgets for a
+        plateau schedule (whose length its validation curve sets)."""
+        return budget * self.cap_factor if getattr(self, arm).schedule == "plateau" else budget
 
     def validate(self, key: str) -> None:
         _check(len(self.cnn_widths) >= 1 and min(self.cnn_widths) >= 1, f"{key}.cnn_widths",
@@ -271,8 +281,10 @@ class _DataHungerShared:
         _check(all(1 <= n <= 6000 for n in self.offline_sizes), f"{key}.offline_sizes",
                "must be images per class between 1 and 6000 (Fashion-MNIST has 6000 per class)")  # fmt: skip
         _check(all(0 < f <= 1 for f in self.paper_fractions), f"{key}.paper_fractions", "must be in (0, 1]")
-        for name in ("batch_size", "max_epochs", "min_steps", "scores", "patience"):
+        for name in ("batch_size", "max_epochs", "min_steps", "scores", "patience", "cap_factor"):
             _check(getattr(self, name) >= 1, f"{key}.{name}", f"must be at least 1, got {getattr(self, name)}")
+        _check(0 < self.cooldown_fraction <= 1, f"{key}.cooldown_fraction",
+               f"must be in (0, 1], got {self.cooldown_fraction}")  # fmt: skip
         _check(self.patience < self.scores, f"{key}.patience",
                f"must be below data_hunger.scores ({self.scores}), or no run could stop early")  # fmt: skip
         _check(self.probe_regs == sorted(self.probe_regs), f"{key}.probe_regs",

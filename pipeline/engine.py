@@ -36,17 +36,18 @@ class Recipe:
     steps: int
     optimizer: str  # adam (weight decay added to the gradient, L2) | adamw (decoupled decay)
     weight_decay: float
-    schedule: str  # none | cosine (after linear warmup)
+    schedule: str  # none | cosine | plateau (after linear warmup; plateau: see :class:`Cooldown`)
     warmup_fraction: float
     grad_clip: float  # max global gradient norm; 0 disables clipping
+    warmup_steps: int | None = None  # default: warmup_fraction of the steps
 
     @classmethod
-    def of(cls, optimiser, batch_size: int, steps: int) -> Recipe:
+    def of(cls, optimiser, batch_size: int, steps: int, warmup_steps: int | None = None) -> Recipe:
         """The recipe of a params.yaml section with an optimiser's fields (``config.Optimiser``)."""
         return cls(
             lr=optimiser.lr, batch_size=batch_size, steps=steps, optimizer=optimiser.optimizer,
             weight_decay=optimiser.weight_decay, schedule=optimiser.schedule,
-            warmup_fraction=optimiser.warmup_fraction, grad_clip=optimiser.grad_clip,
+            warmup_fraction=optimiser.warmup_fraction, grad_clip=optimiser.grad_clip, warmup_steps=warmup_steps,
         )  # fmt: skip
 
 
@@ -119,15 +120,45 @@ def optimizer_step(loss: torch.Tensor, optimizer, scheduler, parameters: list, g
     scheduler.step()
 
 
-def lr_factor(step: int, total_steps: int, recipe: Recipe) -> float:
-    """Linear warmup over ``warmup_fraction`` of the steps, then constant or cosine decay to 0."""
-    warmup = int(recipe.warmup_fraction * total_steps)
+def lr_factor(step: int, total_steps: int, recipe: Recipe, cooldown: Cooldown | None = None) -> float:
+    """Linear warmup over ``warmup_steps`` (default ``warmup_fraction`` of the steps), then constant, cosine decay
+    to 0 at ``total_steps``, or (``plateau``) constant until ``cooldown`` begins its linear decay to 0."""
+    warmup = int(recipe.warmup_fraction * total_steps) if recipe.warmup_steps is None else recipe.warmup_steps
     if step < warmup:
         return (step + 1) / warmup
     if recipe.schedule == "cosine":
         progress = (step - warmup) / max(1, total_steps - warmup)
         return 0.5 * (1 + math.cos(math.pi * progress))
+    if recipe.schedule == "plateau" and cooldown is not None:
+        return cooldown.factor(step)
     return 1.0
+
+
+@dataclass
+class Cooldown:
+    """The ``plateau`` schedule's decay, begun by the validation rule rather than by a step count
+    (warmup-stable-decay: Hägele et al. 2024, "Scaling Laws and Compute-Optimal Training Beyond Fixed Training
+    Durations", find that a linear cooldown over the last 10-20% of training matches a cosine schedule of the same
+    length). The rate stays constant until the validation loss has levelled off: its mean over the last
+    ``Stopping.patience`` scores is no lower than over the ``patience`` scores before them (a trend, which one
+    lucky score at a constant rate does not set off, as a best-so-far rule is); it then falls linearly to 0 over
+    ``fraction`` of the steps so far, and the run ends there. So a run's length is set by its validation curve,
+    and the step cap only bounds one that never levels off."""
+
+    fraction: float
+    start: int | None = None  # the step the decay began at; None while the rate is constant
+    steps: int = 0  # the decay's length, a whole number of scoring intervals
+
+    def begin(self, step: int, eval_every: int) -> None:
+        self.start = step
+        self.steps = eval_every * max(1, math.ceil(self.fraction * step / eval_every))
+
+    def factor(self, step: int) -> float:
+        """The lr factor after ``step`` optimiser steps (1 before the decay)."""
+        return 1.0 if self.start is None else max(0.0, 1 - (step - self.start) / self.steps)
+
+    def over(self, step: int) -> bool:
+        return self.start is not None and step >= self.start + self.steps
 
 
 @torch.inference_mode()
@@ -172,6 +203,7 @@ def train(
     on_record: RecordCallback | None = None,
     description: str = "train",
     step_loss: StepLoss | None = None,
+    cooldown: Cooldown | None = None,
 ) -> list[dict]:
     """Trains ``model`` in place with cross-entropy for ``recipe.steps`` steps; returns its records.
 
@@ -182,7 +214,8 @@ def train(
     ``evaluations``, ``<name>_loss`` and ``<name>_acc`` over all of it, scored through ``prepare`` with
     training off. ``on_record`` sees each record; a true return ends training there. ``step_loss`` replaces
     the classification objective (``inputs`` and ``labels`` then only give the data's size; ``train_acc`` is
-    its right / made over the record), one process only.
+    its right / made over the record), one process only. ``cooldown`` is the ``plateau`` schedule's decay,
+    begun by ``on_record`` (:func:`train_until_plateau`); without one that schedule stays constant.
 
     Raises:
         NonFiniteLossError: the loss became NaN or infinite, with the epoch, step and likely cause.
@@ -193,7 +226,9 @@ def train(
     step_model = distributed(model, runtime)
     parameters = [p for p in model.parameters() if p.requires_grad]
     optimizer = make_optimizer(parameters, recipe)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, recipe.steps, recipe))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: lr_factor(step, recipe.steps, recipe, cooldown)
+    )
     history = []
     # summed on the device and read once per record: a ``.item()`` per step waits for the device every step
     loss_sum = torch.zeros((), device=runtime.device)
@@ -263,11 +298,15 @@ class Stopping:
     """The validation rule every trained arm of the curve follows: score the validation split every
     ``eval_every`` steps (and at step 0 where ``score_at_start``), stop after ``patience`` scores without a
     better one or at the recipe's step cap, keep the weights of the best score. Better: a higher validation
-    accuracy, or the same accuracy at a lower validation loss (:func:`better_score`)."""
+    accuracy, or the same accuracy at a lower validation loss (:func:`better_score`). Under the ``plateau``
+    schedule, a levelled-off validation loss (over two windows of ``patience`` scores) begins the
+    :class:`Cooldown` instead, and the run stops when it ends (still keeping the best-scored weights, before or
+    during the decay)."""
 
     eval_every: int
     patience: int
     score_at_start: bool = False  # fine-tuning starts at the probe's solution: it may be the best it gets
+    cooldown_fraction: float = 0.2  # the plateau schedule's decay, as a fraction of the steps before it
 
 
 def better_score(record: dict, best: dict) -> bool:
@@ -296,9 +335,12 @@ def train_until_plateau(
 ) -> tuple[list[dict], dict]:
     """:func:`train` under the validation rule (:class:`Stopping`); leaves the best-validation weights in
     ``model`` and returns every record and the best one. Records have ``val_loss`` and ``val_acc``; with
-    ``score_at_start`` the first record is step 0's (no training loss)."""
+    ``score_at_start`` the first record is step 0's (no training loss). Under the ``plateau`` schedule the
+    best record also has ``decay_step``: the step its cooldown began at (None: the cap came first)."""
     best: dict = {}
     best_state: dict[str, torch.Tensor] = {}
+    cooldown = Cooldown(stopping.cooldown_fraction) if recipe.schedule == "plateau" else None
+    losses: list[float] = []
 
     def keep_best(record: dict) -> bool:
         # under torchrun, rank 0's score decides for every rank (batch-norm statistics differ per shard), so
@@ -315,7 +357,14 @@ def train_until_plateau(
             best.update(record)
             best_state.clear()
             best_state.update({k: v.detach().clone() for k, v in model.state_dict().items()})
-        return record["step"] - best["step"] >= stopping.patience * stopping.eval_every
+        if cooldown is None:
+            return record["step"] - best["step"] >= stopping.patience * stopping.eval_every
+        losses.append(record["val_loss"])
+        window = stopping.patience
+        recent, before = sum(losses[-window:]), sum(losses[-2 * window : -window])
+        if cooldown.start is None and len(losses) >= 2 * window and recent >= before:
+            cooldown.begin(record["step"], stopping.eval_every)
+        return cooldown.over(record["step"])
 
     start = []
     if stopping.score_at_start:
@@ -325,9 +374,10 @@ def train_until_plateau(
     history = train(
         model, inputs, labels, recipe, runtime, generator, prepare=prepare, record_every=stopping.eval_every,
         evaluations={"val": val}, eval_batch_size=eval_batch_size, on_record=keep_best, description=description,
+        cooldown=cooldown,
     )  # fmt: skip
     model.load_state_dict(best_state)
-    return start + history, dict(best)
+    return start + history, dict(best) | ({} if cooldown is None else {"decay_step": cooldown.start})
 
 
 def distributed(model: nn.Module, runtime: Runtime) -> nn.Module:

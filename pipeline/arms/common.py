@@ -50,18 +50,22 @@ def fit_seed(
     curve: Curve, data: dict, seed: int, lr: float, arm: str, build_model: Callable[[ImageSet], nn.Module]
 ) -> dict:
     """One trained run: the seed's subset, ``data_hunger.<arm>`` at ``lr``, trained under the validation rule
-    over the size's budget (``DataHungerConfig.budget``; best-validation weights kept, step 0 scored too). Its
+    over the size's budget (``DataHungerConfig.budget``, or up to ``cap`` for a plateau schedule, whose run
+    records where its decay began; best-validation weights kept, step 0 scored too). Its
     ``score`` tests it on the whole test set: the sweep calls it once, for a run it keeps."""
     cfg, runtime = curve.config, curve.runtime
     generator = seed_everything(seed)
     train_set = seed_subset(data["pool"], data["n"], seed)
     model = build_model(train_set).to(runtime.device)
     steps, eval_every = cfg.budget(len(train_set))
-    recipe = Recipe.of(getattr(cfg, arm).at(lr), cfg.batch_size, steps)
+    optimiser = getattr(cfg, arm).at(lr)
+    cap = cfg.cap(arm, steps)
+    recipe = Recipe.of(optimiser, cfg.batch_size, cap, warmup_steps=int(optimiser.warmup_fraction * steps))
     history, best = train_until_plateau(
         model, train_set.images, train_set.labels, recipe, runtime, generator,
         val=(data["val"].images, data["val"].labels),
-        stopping=Stopping(eval_every, cfg.patience, score_at_start=True), prepare=data["prepare"],
+        stopping=Stopping(eval_every, cfg.patience, score_at_start=True, cooldown_fraction=cfg.cooldown_fraction),
+        prepare=data["prepare"],
         eval_batch_size=curve.eval_batch_size, description=f"{arm} seed {seed} lr {lr:g}",
     )  # fmt: skip
     # the kept weights' loss over the whole training subset, unaugmented (a record's train loss is a running mean
@@ -85,7 +89,8 @@ def fit_seed(
         "best_step": best["step"],
         "steps": history[-1]["step"],
         "budget": steps,
-        "stopped_at_cap": history[-1]["step"] == steps,
+        **({"cap": cap, "decay_step": best["decay_step"]} if recipe.schedule == "plateau" else {}),
+        "stopped_at_cap": history[-1]["step"] == cap,
         "trained_parameters": count_parameters(model, trainable_only=True),
         "curve": [{k: r.get(k) for k in ("step", "train_loss", "val_loss", "val_acc")} for r in history],
     }

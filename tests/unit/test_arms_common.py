@@ -19,3 +19,26 @@ def test_the_lr_is_the_best_validation_accuracy_then_loss_and_of_equals_the_firs
     assert choose_lr(candidates)[1] == "c"  # accuracy first, the loss breaking the tie, then the smaller lr
     assert choose_lr([(run(0.5, float("nan")), "nan"), (run(0.4, 1.0), "finite")])[1] == "finite"
     assert choose_lr(candidates[:1])[1] == "a"
+
+
+def test_a_plateau_run_may_train_past_its_budget_to_cap_factor_budgets_and_records_where_its_decay_began(
+    curve_project,
+):
+    from helpers import CPU, tiny_params
+
+    from pipeline.arms import scratch as scratch_arm
+    from pipeline.arms.common import Curve
+
+    params = tiny_params(scratch={"schedule": "plateau"}, cap_factor=5, scores=6, patience=1)
+    curve_ = Curve("paper", "tiny", "tiny", "supervised", params.data_hunger, 8, CPU)
+    data_ = scratch_arm.point_data(curve_, 2)
+    run = scratch_arm.run_seed(curve_, data_, 0, 0.001)
+    assert (run["budget"], run["cap"]) == (6, 30)  # min_steps 6, five budgets
+    assert run["steps"] <= 30 and run["stopped_at_cap"] == (run["steps"] == 30)
+    steps = [r["step"] for r in run["curve"]]
+    assert steps == list(range(0, run["steps"] + 1))  # a score every step (6 scores a budget of 6)
+    if not run["stopped_at_cap"]:  # the decay began on a score and ran a whole number of scores, to the end
+        assert run["decay_step"] in steps and run["steps"] > run["decay_step"]
+    cosine = scratch_arm.run_seed(Curve("paper", "tiny", "tiny", "supervised", tiny_params().data_hunger, 8, CPU),
+                                  data_, 0, 0.001)  # fmt: skip
+    assert "cap" not in cosine and "decay_step" not in cosine and cosine["budget"] == 6

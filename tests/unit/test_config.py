@@ -265,6 +265,19 @@ def test_the_budget_spans_max_epochs_but_never_fewer_than_min_steps_and_spreads_
     assert steps == cfg.max_epochs * -(-3000 // cfg.batch_size) and steps // every <= cfg.scores
 
 
+def test_a_plateau_schedule_may_run_to_cap_factor_budgets_and_a_cosine_one_to_its_budget():
+    cosine = params_with().data_hunger
+    plateau = params_with(data_hunger={"scratch": {"schedule": "plateau"}, "cap_factor": 3}).data_hunger
+    assert cosine.cap("scratch", 400) == 400 and plateau.cap("cnn", 400) == 400
+    assert plateau.cap("scratch", 400) == 1200
+    with pytest.raises(ConfigError, match=r"data_hunger.cooldown_fraction must be in \(0, 1\], got 0"):
+        params_with(data_hunger={"cooldown_fraction": 0})
+    with pytest.raises(ConfigError, match="data_hunger.cap_factor must be at least 1"):
+        params_with(data_hunger={"cap_factor": 0})
+    with pytest.raises(ConfigError, match="data_hunger.scratch.schedule"):
+        params_with(data_hunger={"scratch": {"schedule": "step"}})
+
+
 def test_config_rejects_bad_sweeps_and_matches_dvc_yaml():
     with pytest.raises(ConfigError, match="data_hunger.offline_sizes must be strictly increasing"):
         params_with(data_hunger={"offline_sizes": [10, 10, 75, 250, 1000]})
@@ -279,12 +292,12 @@ def test_config_rejects_bad_sweeps_and_matches_dvc_yaml():
     with pytest.raises(ConfigError, match="data_hunger.scratch.lrs must not repeat"):
         params_with(data_hunger={"scratch": {"lrs": [0.001, 0.001]}})
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
-    for name, arm in arms.REGISTRY.items():  # an arm's own matrix over the points, or one shared (arm x point)
+    for name, arm in arms.REGISTRY.items():  # an arm's own matrix over the points, or one it shares
         spec = stages[arm.dvc_stage]
-        shared = "arm" in spec["matrix"]
-        assert spec["matrix"]["point"] == "${data_hunger.points}" and (not shared or name in spec["matrix"]["arm"])
-        assert spec["cmd"] == f"python -m pipeline.stages.sweep {'${item.arm}' if shared else name} ${{item.point}}"
-    assert stages["sweep_pretrained"]["matrix"] == {"arm": ["linear", "finetune"], "point": "${data_hunger.points}"}
+        assert spec["matrix"] == {"point": "${data_hunger.points}"}
+        assert re.fullmatch(r"python -m pipeline\.stages\.sweep \S+ \$\{item\.point\}", spec["cmd"])
+        assert name in spec["cmd"].split()[3].split(",")
+    assert stages["sweep_pretrained"]["cmd"] == "python -m pipeline.stages.sweep linear,finetune ${item.point}"
     assert "metrics/data_hunger" in stages["data_hunger"]["deps"]  # the folder of every item's point file
     names = sorted({arm.dvc_stage for arm in arms.REGISTRY.values()})
     outs = [next(iter(out)) for name in names for out in stages[name]["outs"]]

@@ -447,3 +447,60 @@ def test_train_scores_its_evaluation_sets_without_augmentation():
     augmented = evaluate(model, val_set.images, val_set.labels, CPU, 256,
                          lambda images, _, __: batch_preparer(val_set, True)(images, True, generator))  # fmt: skip
     assert augmented.loss != final.loss  # so the equality above is not true of any scoring
+
+
+# --- the plateau schedule (warmup, constant, then a cooldown the validation rule begins) -----------------
+
+
+def test_the_cooldown_decays_linearly_over_its_fraction_of_the_steps_before_it_in_whole_scoring_intervals():
+    from pipeline.engine import Cooldown
+
+    cooldown = Cooldown(0.2)
+    assert cooldown.factor(50) == 1.0 and not cooldown.over(10**6)  # constant until begun
+    cooldown.begin(100, eval_every=8)  # 0.2 x 100 = 20 steps, rounded up to 3 intervals of 8
+    assert (cooldown.start, cooldown.steps) == (100, 24)
+    assert [cooldown.factor(s) for s in (100, 106, 112, 124, 130)] == [1.0, 0.75, 0.5, 0.0, 0.0]
+    assert not cooldown.over(123) and cooldown.over(124)
+
+
+def test_the_plateau_schedule_decays_once_the_validation_loss_levels_off_and_stops_when_the_decay_ends(
+    monkeypatch,
+):
+    """Scores every 2 steps, windows of 2 scores: one lucky low score (step 4) does not begin the cooldown while
+    the trend still falls (a best-so-far rule of patience 2 would have at step 8); at step 14 the last two
+    scores' mean is no lower than the two before, so the decay runs over half of 14 steps rounded up to whole
+    intervals (8), to step 22; the best score is kept, wherever it came."""
+    import pipeline.engine as engine
+
+    model = ScriptedValidation([0.9, 0.3, 0.6, 0.5, 0.35, 0.45, 0.5, 0.45, 0.2, 0.25, 0.3, 0.01])
+    lrs = []
+    real_step = engine.optimizer_step
+
+    def recording_step(loss, optimizer, scheduler, parameters, grad_clip):
+        lrs.append(optimizer.param_groups[0]["lr"])
+        real_step(loss, optimizer, scheduler, parameters, grad_clip)
+
+    monkeypatch.setattr(engine, "optimizer_step", recording_step)
+    recipe = Recipe(lr=0.1, batch_size=4, steps=100, optimizer="adam", weight_decay=0.0, schedule="plateau",
+                    warmup_fraction=0.0, grad_clip=0.0)  # fmt: skip
+    history, best = train_until_plateau(
+        model, torch.zeros(8, 1), torch.zeros(8, dtype=torch.long), recipe, CPU, torch.Generator(),
+        val=(torch.zeros(3, 1), torch.zeros(3, dtype=torch.long)),
+        stopping=Stopping(eval_every=2, patience=2, cooldown_fraction=0.5),
+    )  # fmt: skip
+    assert [r["step"] for r in history] == list(range(2, 23, 2))
+    assert (best["step"], best["decay_step"]) == (18, 14) and best["val_loss"] == pytest.approx(0.2)
+    # the step after the record that began it still runs at the full rate (its lr was set before the record)
+    assert lrs == pytest.approx([0.1] * 15 + [0.1 * k / 8 for k in range(7, 0, -1)], rel=1e-12)
+
+
+def test_a_plateau_run_that_never_levels_off_runs_to_its_cap_without_a_decay():
+    model = ScriptedValidation([1.0, 0.9, 0.8, 0.7])
+    recipe = Recipe(lr=0.1, batch_size=4, steps=8, optimizer="adam", weight_decay=0.0, schedule="plateau",
+                    warmup_fraction=0.0, grad_clip=0.0)  # fmt: skip
+    history, best = train_until_plateau(
+        model, torch.zeros(8, 1), torch.zeros(8, dtype=torch.long), recipe, CPU, torch.Generator(),
+        val=(torch.zeros(3, 1), torch.zeros(3, dtype=torch.long)), stopping=Stopping(eval_every=2, patience=1),
+    )  # fmt: skip
+    assert [r["step"] for r in history] == [2, 4, 6, 8]
+    assert (best["step"], best["decay_step"]) == (8, None)
