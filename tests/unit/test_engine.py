@@ -351,15 +351,18 @@ def test_the_validation_rule_stops_after_patience_and_keeps_the_best_weights():
     assert model.weight.item() != weights[0]
 
 
-def test_the_validation_rule_runs_to_the_cap_while_the_loss_improves():
-    model = ScriptedValidation([1.0, 0.9, 0.8])
-    recipe = Recipe(lr=0.1, batch_size=4, steps=6, optimizer="adam", weight_decay=0.0, schedule="none",
+@pytest.mark.parametrize("schedule", ["none", "plateau"])
+def test_the_validation_rule_runs_to_the_cap_while_the_loss_improves(schedule):
+    """Patience never runs out, and under the plateau schedule the loss never levels off: no decay begins."""
+    model = ScriptedValidation([1.0, 0.9, 0.8, 0.7])
+    recipe = Recipe(lr=0.1, batch_size=4, steps=8, optimizer="adam", weight_decay=0.0, schedule=schedule,
                     warmup_fraction=0.0, grad_clip=0.0)  # fmt: skip
     history, best = train_until_plateau(
         model, torch.zeros(8, 1), torch.zeros(8, dtype=torch.long), recipe, CPU, torch.Generator(),
         val=(torch.zeros(3, 1), torch.zeros(3, dtype=torch.long)), stopping=Stopping(eval_every=2, patience=1),
     )  # fmt: skip
-    assert [r["step"] for r in history] == [2, 4, 6] and best["step"] == 6
+    assert [r["step"] for r in history] == [2, 4, 6, 8] and best["step"] == 8
+    assert best.get("decay_step") is None and ("decay_step" in best) == (schedule == "plateau")
 
 
 def test_the_validation_rule_prefers_accuracy_and_breaks_ties_by_loss():
@@ -492,15 +495,3 @@ def test_the_plateau_schedule_decays_once_the_validation_loss_levels_off_and_sto
     assert (best["step"], best["decay_step"]) == (18, 14) and best["val_loss"] == pytest.approx(0.2)
     # the step after the record that began it still runs at the full rate (its lr was set before the record)
     assert lrs == pytest.approx([0.1] * 15 + [0.1 * k / 8 for k in range(7, 0, -1)], rel=1e-12)
-
-
-def test_a_plateau_run_that_never_levels_off_runs_to_its_cap_without_a_decay():
-    model = ScriptedValidation([1.0, 0.9, 0.8, 0.7])
-    recipe = Recipe(lr=0.1, batch_size=4, steps=8, optimizer="adam", weight_decay=0.0, schedule="plateau",
-                    warmup_fraction=0.0, grad_clip=0.0)  # fmt: skip
-    history, best = train_until_plateau(
-        model, torch.zeros(8, 1), torch.zeros(8, dtype=torch.long), recipe, CPU, torch.Generator(),
-        val=(torch.zeros(3, 1), torch.zeros(3, dtype=torch.long)), stopping=Stopping(eval_every=2, patience=1),
-    )  # fmt: skip
-    assert [r["step"] for r in history] == [2, 4, 6, 8]
-    assert (best["step"], best["decay_step"]) == (8, None)
