@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pipeline.errors import UserError
+from pipeline.optim import Adam
 from pipeline.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -99,25 +100,21 @@ def epoch_batches(n: int, batch_size: int, generator: torch.Generator) -> Iterat
         yield from torch.randperm(n, generator=generator).split(batch_size)
 
 
-def make_optimizer(parameters, recipe: Recipe) -> torch.optim.Optimizer:
-    """Adam or AdamW over every parameter at once (``foreach``): torch picks the per-tensor loop on a CPU by
-    default, about 330 small ``mul_``/``add_`` calls a step of the offline ViT."""
-    if recipe.optimizer == "adamw":
-        return torch.optim.AdamW(parameters, lr=recipe.lr, weight_decay=recipe.weight_decay, foreach=True)
-    return torch.optim.Adam(
-        parameters, lr=recipe.lr, betas=(0.9, 0.999), weight_decay=recipe.weight_decay, foreach=True
-    )
+def make_optimizer(parameters, recipe: Recipe) -> Adam:
+    """Adam or AdamW over every parameter at once (:mod:`pipeline.optim`: torch's foreach arithmetic, without
+    the per-tensor loop torch picks on a CPU by default, about 330 small ``mul_``/``add_`` calls a step of the
+    offline ViT, and without torch.optim's import of ``torch._dynamo``)."""
+    return Adam(parameters, lr=recipe.lr, weight_decay=recipe.weight_decay, decoupled=recipe.optimizer == "adamw")
 
 
-def optimizer_step(loss: torch.Tensor, optimizer, scheduler, parameters: list, grad_clip: float) -> None:
+def optimizer_step(loss: torch.Tensor, optimizer: Adam, parameters: list, grad_clip: float) -> None:
     """One update: gradients of ``loss``, clipped to a global norm of ``grad_clip`` (0: not clipped), then the
-    optimiser's and the schedule's step."""
-    optimizer.zero_grad(set_to_none=True)
+    optimiser's step at its current rate."""
+    optimizer.zero_grad()
     loss.backward()
     if grad_clip > 0:
         nn.utils.clip_grad_norm_(parameters, grad_clip, foreach=True)
     optimizer.step()
-    scheduler.step()
 
 
 def lr_factor(step: int, total_steps: int, recipe: Recipe, cooldown: Cooldown | None = None) -> float:
@@ -226,9 +223,6 @@ def train(
     step_model = distributed(model, runtime)
     parameters = [p for p in model.parameters() if p.requires_grad]
     optimizer = make_optimizer(parameters, recipe)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: lr_factor(step, recipe.steps, recipe, cooldown)
-    )
     history = []
     # summed on the device and read once per record: a ``.item()`` per step waits for the device every step
     loss_sum = torch.zeros((), device=runtime.device)
@@ -253,7 +247,9 @@ def train(
                     logits = step_model(batch_inputs)
                 loss = global_batch_loss(logits.float(), batch_labels, len(index), runtime)
                 right, made = (logits.detach().argmax(dim=1) == batch_labels).sum(), len(index)
-            optimizer_step(loss, optimizer, scheduler, parameters, recipe.grad_clip)
+            # the rate of step k is lr_factor(k - 1): torch's LambdaLR, which this replaces, counts from 0
+            optimizer.lr = recipe.lr * lr_factor(step - 1, recipe.steps, recipe, cooldown)
+            optimizer_step(loss, optimizer, parameters, recipe.grad_clip)
             # the first step whose loss is not finite, 0 while every loss is: a device op, no wait
             first_bad = torch.where((first_bad == 0) & ~torch.isfinite(loss.detach()), step, first_bad)
             loss_sum += loss.detach() * made

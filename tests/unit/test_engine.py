@@ -226,10 +226,9 @@ def test_backbone_recipe_steps_at_the_scheduled_lr_with_clipping_and_decoupled_d
         norms.append((before.item(), torch.nn.utils.get_total_norm([p.grad for p in parameters]).item()))
         return before
 
-    def recording_step(loss, optimizer, scheduler, parameters, grad_clip):
-        group = optimizer.param_groups[0]
-        seen.append((group["lr"], grad_clip, type(optimizer).__name__))
-        real_step(loss, optimizer, scheduler, parameters, grad_clip)
+    def recording_step(loss, optimizer, parameters, grad_clip):
+        seen.append((optimizer.lr, grad_clip, optimizer.name))
+        real_step(loss, optimizer, parameters, grad_clip)
 
     monkeypatch.setattr(engine, "optimizer_step", recording_step)
     monkeypatch.setattr(engine.nn.utils, "clip_grad_norm_", recording_clip)
@@ -479,9 +478,9 @@ def test_the_plateau_schedule_decays_once_the_validation_loss_levels_off_and_sto
     lrs = []
     real_step = engine.optimizer_step
 
-    def recording_step(loss, optimizer, scheduler, parameters, grad_clip):
-        lrs.append(optimizer.param_groups[0]["lr"])
-        real_step(loss, optimizer, scheduler, parameters, grad_clip)
+    def recording_step(loss, optimizer, parameters, grad_clip):
+        lrs.append(optimizer.lr)
+        real_step(loss, optimizer, parameters, grad_clip)
 
     monkeypatch.setattr(engine, "optimizer_step", recording_step)
     recipe = Recipe(lr=0.1, batch_size=4, steps=100, optimizer="adam", weight_decay=0.0, schedule="plateau",
@@ -493,5 +492,5 @@ def test_the_plateau_schedule_decays_once_the_validation_loss_levels_off_and_sto
     )  # fmt: skip
     assert [r["step"] for r in history] == list(range(2, 23, 2))
     assert (best["step"], best["decay_step"]) == (18, 14) and best["val_loss"] == pytest.approx(0.2)
-    # the step after the record that began it still runs at the full rate (its lr was set before the record)
+    # the decay starts from the full rate: the step after the record that began it still runs at 0.1
     assert lrs == pytest.approx([0.1] * 15 + [0.1 * k / 8 for k in range(7, 0, -1)], rel=1e-12)
