@@ -28,6 +28,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from pipeline import runtime as runtime_module
 from pipeline.masked_patch import MaskedPatchModel
 from pipeline.model import ViT, vit_config
+from pipeline.optim import Adam
 from pipeline.resnet import small_resnet
 
 CNN_WIDTHS = (32, 64, 128, 256)  # params.yaml data_hunger.cnn_widths
@@ -76,12 +77,12 @@ def training_step(name: str, batch: int, precision: str, channels_last: bool = F
         def loss_of() -> torch.Tensor:
             return model.loss(images, pixels, 0.5, generator)[0]
 
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    optimizer = Adam(list(model.parameters()), lr=1e-4, decoupled=True)  # the pipeline's AdamW
 
     def step() -> None:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
             loss = loss_of()
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad()
         loss.backward()
         optimizer.step()
 
