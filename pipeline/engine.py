@@ -277,10 +277,11 @@ def train(
                     result = evaluate(model, eval_inputs, eval_labels, runtime, eval_batch_size, prepare)
                     record.update({f"{name}_loss": result.loss, f"{name}_acc": result.accuracy})
                 history.append(record)
-                log.debug(
-                    f"{description} step {step}/{recipe.steps}: "
-                    + ", ".join(f"{k} {v:.4f}" for k, v in record.items() if k not in ("epoch", "step"))
-                )
+                if log.isEnabledFor(logging.DEBUG):  # the line is built only where it is shown
+                    log.debug(
+                        f"{description} step {step}/{recipe.steps}: "
+                        + ", ".join(f"{k} {v:.4f}" for k, v in record.items() if k not in ("epoch", "step"))
+                    )
                 loss_sum.zero_()
                 correct.zero_()
                 seen = 0
