@@ -1,4 +1,4 @@
-"""Stage sweep: one point of the data-hunger curve, one arm at one training-set size, once per seed.
+"""Stage sweep: one point of the data-hunger curve, one or more arms at one training-set size, once per seed.
 
 ``python -m pipeline.stages.sweep <arm>[,<arm>...] <point>``; dvc.yaml runs it as the matrices
 ``sweep_scratch``, ``sweep_cnn``, ``sweep_pixels`` and ``sweep_pretrained`` (over ``data_hunger.points``; the
