@@ -266,8 +266,8 @@ def test_the_budget_spans_max_epochs_but_never_fewer_than_min_steps_and_spreads_
 
 
 def test_a_plateau_schedule_may_run_to_cap_factor_budgets_and_a_cosine_one_to_its_budget():
-    cosine = params_with().data_hunger
-    plateau = params_with(data_hunger={"scratch": {"schedule": "plateau"}, "cap_factor": 3}).data_hunger
+    cosine = params_with(data_hunger={"scratch": {"schedule": "cosine"}}).data_hunger
+    plateau = params_with(data_hunger={"cnn": {"schedule": "cosine"}, "cap_factor": 3}).data_hunger
     assert cosine.cap("scratch", 400) == 400 and plateau.cap("cnn", 400) == 400
     assert plateau.cap("scratch", 400) == 1200
     with pytest.raises(ConfigError, match=r"data_hunger.cooldown_fraction must be in \(0, 1\], got 0"):
