@@ -39,6 +39,6 @@ def test_a_plateau_run_may_train_past_its_budget_to_cap_factor_budgets_and_recor
     assert steps == list(range(0, run["steps"] + 1))  # a score every step (6 scores a budget of 6)
     if not run["stopped_at_cap"]:  # the decay began on a score and ran a whole number of scores, to the end
         assert run["decay_step"] in steps and run["steps"] > run["decay_step"]
-    cosine = scratch_arm.run_seed(Curve("paper", "tiny", "tiny", "supervised", tiny_params().data_hunger, 8, CPU),
-                                  data_, 0, 0.001)  # fmt: skip
+    cosine_params = tiny_params(scratch={"schedule": "cosine"}).data_hunger
+    cosine = scratch_arm.run_seed(Curve("paper", "tiny", "tiny", "supervised", cosine_params, 8, CPU), data_, 0, 0.001)
     assert "cap" not in cosine and "decay_step" not in cosine and cosine["budget"] == 6
