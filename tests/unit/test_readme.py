@@ -25,6 +25,11 @@ def repro(run: str) -> dict:
     return committed("repro_time.json")["runs"][run]
 
 
+def earlier() -> dict:
+    """The full run before the committed one on the same machine kind (its protocol's cosine schedule)."""
+    return committed("repro_time.json")["earlier"][-1]
+
+
 def core_speed(stage: str, when: str) -> float:
     return repro("cpu bf16")["core_speed_check"][stage][when]
 
@@ -48,7 +53,12 @@ QUOTED = [
     ("README.md", "The previous protocol took {:.1f} minutes", lambda: repro("cpu fp32")["minutes"]),
     (REPRODUCIBILITY, "runs at least {}x faster in bf16", min_bf16_speedup),
     (REPRODUCIBILITY, "step probe {}x", step_probe),
-    (REPRODUCIBILITY, "40-epoch budgets | {:.1f} |", lambda: repro("cpu bf16")["minutes"]),
+    (REPRODUCIBILITY, "plateau schedule | {:.1f} |", lambda: repro("cpu bf16")["minutes"]),
+    (REPRODUCIBILITY, "the cosine schedule | {:.1f} |", lambda: earlier()["minutes"]),
+    (REPRODUCIBILITY, "`linear_probe` {:.1f} s", lambda: repro("cpu bf16")["stage_seconds"]["linear_probe"]),
+    (REPRODUCIBILITY, "against {:.1f} s, `train_scratch`", lambda: earlier()["stage_seconds"]["linear_probe"]),
+    (REPRODUCIBILITY, "`train_scratch` {:.1f} s", lambda: repro("cpu bf16")["stage_seconds"]["train_scratch"]),
+    (REPRODUCIBILITY, "against {:.1f} s, and as slow", lambda: earlier()["stage_seconds"]["train_scratch"]),
     (REPRODUCIBILITY, "300-step cap | {:.1f} |", lambda: repro("cpu fp32")["minutes"]),
     (REPRODUCIBILITY, "the backbone {:.1f} s before", lambda: core_speed("backbone", "before")),
     (REPRODUCIBILITY, "changes, {:.1f} s after", lambda: core_speed("backbone", "after")),
