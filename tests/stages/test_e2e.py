@@ -25,6 +25,7 @@ from loopback import running_server
 from project_copy import clean_env, copy_project, set_params
 
 from pipeline.arms import ARMS, REGISTRY
+from pipeline.config import load_params
 from pipeline.model import ViT, vit_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -177,8 +178,10 @@ def test_data_hunger_curve_has_every_arm_size_and_seed(paper_repo):
     assert set(curve["baselines"]) == sizes
     assert set(curve["baselines"]["4"]) == {"chance", "majority", "pixels_logreg"}
     assert (curve["n_val"], curve["n_test"]) == (6, 9)
-    for arm in ("scratch", "cnn", "finetune"):  # trained under the validation rule: at most the cap of 4 steps
-        assert all(run["steps"]["mean"] <= 4 and run["lr"] in (0.001, 0.003, 0.0001, 0.0003)
+    params = load_params(repo / "params.yaml")
+    for arm in ("scratch", "cnn", "finetune"):  # trained under the validation rule: at most the cap of their budget
+        cap = params.data_hunger.cap(arm, 4)  # a budget of 4 steps (min_steps)
+        assert all(run["steps"]["mean"] <= cap and run["lr"] in (0.001, 0.003, 0.0001, 0.0003)
                    for run in curve["runs"][arm].values())  # fmt: skip
     validation = (repo / "plots/validation.csv").read_text().splitlines()
     assert validation[0] == "arm,n_train_per_class,seed,lr,step,train_loss,val_loss,val_acc"

@@ -126,8 +126,8 @@ def test_the_real_step_probe_is_stable_and_cached_across_processes(tmp_path, mon
     1.27x, 1.28x and 1.29x on an idle Sapphire Rapids), and the answer written to the cache is what a later
     process reads without measuring."""
     monkeypatch.setenv("PIPELINE_CACHE_DIR", str(tmp_path))
-    first = runtime_module.measure_bf16_step_speedup(reps=3)
-    second = runtime_module.measure_bf16_step_speedup(reps=3)
+    first = runtime_module.measure_bf16_step_speedup(reps=5)  # the median of 5: a worker beside it shifts 3 too far
+    second = runtime_module.measure_bf16_step_speedup(reps=5)
     assert 0.02 < first < 50 and 0.02 < second < 50
     assert 0.5 < first / second < 2
     runtime_module.bf16_step_speedup.cache_clear()
