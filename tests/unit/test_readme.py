@@ -30,6 +30,11 @@ def earlier() -> dict:
     return committed("repro_time.json")["earlier"][-1]
 
 
+def partial_run() -> dict:
+    """The second run of the precision check: not a full run, so outside ``runs``."""
+    return committed("repro_time.json")["partial_runs"][-1]
+
+
 def core_speed(stage: str, when: str) -> float:
     return repro("cpu bf16")["core_speed_check"][stage][when]
 
@@ -64,6 +69,11 @@ QUOTED = [
     (REPRODUCIBILITY, "changes, {:.1f} s after", lambda: core_speed("backbone", "after")),
     (REPRODUCIBILITY, "prediction {:.1f} s and", lambda: core_speed("masked_patch", "before")),
     (REPRODUCIBILITY, "and {:.1f} s (`core_speed_check`)", lambda: core_speed("masked_patch", "after")),
+    (REPRODUCIBILITY, "took {:.1f} s for the supervised", lambda: partial_run()["stage_seconds"]["backbone"]),
+    (REPRODUCIBILITY, "backbone and {:.1f} s for the masked", lambda: partial_run()["stage_seconds"]["masked_patch"]),
+    (REPRODUCIBILITY, "against {:.1f} s and", lambda: repro("cpu bf16")["stage_seconds"]["backbone"]),
+    (REPRODUCIBILITY, "s and {:.1f} s in the committed", lambda: repro("cpu bf16")["stage_seconds"]["masked_patch"]),
+    (REPRODUCIBILITY, "and {:.1f} minutes for those two", lambda: sum(partial_run()["stage_seconds"].values()) / 60),
 ]
 NOT_RESULTS = {  # decimal numbers in the prose that no rerun changes
     "3.10": "the Python version the project needs",
