@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -19,18 +20,33 @@ from pipeline.runtime import resolve_runtime
 TIMES = Path("metrics/repro_time.json")
 
 
+# What tells CPU kinds apart in a runtime's hardware string: the vector ISA and the native bf16 features.
+CPU_KIND_MARKS = ("AVX2", "AVX512", "avx512_bf16", "amx_bf16")
+
+
+def cpu_kind(hardware: str) -> set[str]:
+    """The marks of ``CPU_KIND_MARKS`` that a hardware string (``Runtime.hardware``) names."""
+    words = set(re.findall(r"[A-Za-z0-9_]+", hardware))
+    return {mark for mark in CPU_KIND_MARKS if mark in words}
+
+
 def estimate_line(runtime_key: str, hardware: str, times: dict) -> str:
     """One line: the measured time of a full run on this device and precision, or the settings that were timed.
-    Only measurements: a setting never timed says so."""
+    Only measurements: a setting never timed says so, and a run timed on another CPU kind says that too (a
+    2-core AVX2 machine and one with avx512_bf16 differ by far more than the noise)."""
     measured = times.get("runs", {}).get(runtime_key)
     here = f"{runtime_key} ({hardware})"
     if measured is None:
         known = ", ".join(f"{key}: {value['minutes']:.0f} min" for key, value in times.get("runs", {}).items())
         return f"dvc repro from scratch runs in {here}; no full run was timed in that setting ({known})"
     protocol = f" under {measured['protocol']}" if measured.get("protocol") else ""
+    other_kind = ""
+    timed_on = measured.get("hardware", "")
+    if runtime_key.startswith("cpu") and timed_on and cpu_kind(timed_on) != cpu_kind(hardware):
+        other_kind = f" (another CPU kind: {timed_on}; this one's time will differ)"
     return (
         f"dvc repro from scratch runs in {here}: about {measured['minutes']:.0f} min, measured on "
-        f"{measured['machine']}{protocol}; stages already up to date are skipped"
+        f"{measured['machine']}{protocol}{other_kind}; stages already up to date are skipped"
     )
 
 

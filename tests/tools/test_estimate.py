@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipeline.tools.estimate import estimate_line
+from pipeline.tools.estimate import cpu_kind, estimate_line
 
 REPO = Path(__file__).resolve().parents[2]
 TIMES = {"runs": {"cpu fp32": {"minutes": 31.4, "machine": "a 2-core AVX2 machine"}}}
@@ -28,6 +28,25 @@ def test_a_run_under_another_protocol_says_which():
     times = {"runs": {"cpu fp32": {"minutes": 82.0, "machine": "a 2-core AVX2 EPYC", "protocol": "issue 11 (3 seeds)"}}}
     line = estimate_line("cpu fp32", "AVX2, no native bf16", times)
     assert "about 82 min, measured on a 2-core AVX2 EPYC under issue 11 (3 seeds);" in line
+
+
+def test_a_run_timed_on_another_cpu_kind_says_so():
+    times = {
+        "runs": {"cpu fp32": {"minutes": 82.0, "machine": "a 2-core AVX2 EPYC", "hardware": "AVX2, no native bf16"}}
+    }
+    zen4 = estimate_line("cpu fp32", "AVX512, bf16 not faster: avx512_bf16 (step 0.78x)", times)
+    assert "(another CPU kind: AVX2, no native bf16; this one's time will differ)" in zen4
+    same = estimate_line("cpu fp32", "AVX2, no native bf16", times)
+    assert "another CPU kind" not in same
+
+
+def test_the_real_hardware_string_names_this_cpu_kind():
+    from pipeline.runtime import describe_cpu
+
+    kind = cpu_kind(describe_cpu())  # the real detector, nothing patched; unprobed, so no timing runs
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    for feature in ("avx512_bf16", "amx_bf16"):
+        assert (feature in kind) == (feature in flags.split())
 
 
 def test_the_committed_times_are_measurements_of_both_cpu_precisions():
