@@ -9,23 +9,34 @@ mean test accuracy in both runs, and for every paired comparison the README stat
 difference and its 95% t interval in each run, whether the verdict (ahead / level / behind) is the same and
 whether the two intervals overlap. ``all_hold`` is true when every verdict is the same and every pair of
 intervals overlaps: what a change of precision may move is the last bits, not a conclusion.
+
+Where OTHER_DIR also holds the second run's ``pretraining_scale.json`` (a full run), the pretraining-size axis's
+paired comparisons (``comparisons`` there: backbones against each other and the pixel probe, the masked-patch
+backbone against its pool-only twin) are held against ``metrics/pretraining_scale.json`` the same way
+(``pretraining``); its ``evaluate.json`` and ``ablation.json`` give seed 000's two arms' and the collapse study's
+mean test accuracy in both runs (``seed000``, ``ablation``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
 from pipeline.stats import COMPARISONS, paired_difference
 
 COMMITTED = Path("metrics/data_hunger")
+METRICS = Path("metrics")
+POINT_FILE = re.compile(r"^[a-z]+_\d+\.json$")
 
 
 def read_points(folder: Path) -> dict[str, dict[str, dict]]:
     """``{size: {arm: point}}`` of the point files in ``folder``."""
     points: dict[str, dict[str, dict]] = {}
     for path in sorted(folder.glob("*_*.json")):
+        if not POINT_FILE.match(path.name):  # a second run's stage files lie beside its point files
+            continue
         point = json.loads(path.read_text())
         points.setdefault(str(point["n_train_per_class"]), {})[point["arm"]] = point
     return points
@@ -75,10 +86,57 @@ def compare_runs(reference: dict[str, dict[str, dict]], other: dict[str, dict[st
     }
 
 
+def compare_verdicts(reference: dict[str, dict[str, dict]], other: dict[str, dict[str, dict]]) -> dict:
+    """``{pair: {key: paired_difference}}`` of two runs, side by side where both have it: same verdict, overlap."""
+    comparisons = {}
+    for pair in sorted(set(reference) & set(other)):
+        for key in sorted(set(reference[pair]) & set(other[pair])):
+            runs = {"reference": interval(reference[pair][key]), "other": interval(other[pair][key])}
+            runs["same_verdict"] = runs["reference"]["verdict"] == runs["other"]["verdict"]
+            runs["overlap"] = max(runs["reference"]["low"], runs["other"]["low"]) <= min(
+                runs["reference"]["high"], runs["other"]["high"]
+            )
+            comparisons.setdefault(pair, {})[key] = runs
+    held = [c["same_verdict"] and c["overlap"] for by_key in comparisons.values() for c in by_key.values()]
+    return {"comparisons": comparisons, "compared": len(held), "held": sum(held)}
+
+
+def mean_accuracies(reference: dict, other: dict) -> dict:
+    """``{name: {reference, other, change}}`` of two ``{name: {"test_acc": {"mean": ...}}}`` mappings."""
+    return {
+        name: {
+            "reference": reference[name]["test_acc"]["mean"],
+            "other": other[name]["test_acc"]["mean"],
+            "change": other[name]["test_acc"]["mean"] - reference[name]["test_acc"]["mean"],
+        }
+        for name in reference
+        if name in other
+    }
+
+
+def compare_stages(folder: Path) -> dict:
+    """The pretraining axis, seed 000's arms and the collapse study, where ``folder`` holds the second run's files."""
+    result = {}
+
+    def both(name: str) -> tuple[dict, dict] | None:
+        if not (folder / name).is_file():
+            return None
+        return json.loads((METRICS / name).read_text()), json.loads((folder / name).read_text())
+
+    if runs := both("pretraining_scale.json"):
+        result["pretraining"] = compare_verdicts(runs[0]["comparisons"], runs[1]["comparisons"])
+    if runs := both("evaluate.json"):
+        result["seed000"] = mean_accuracies(*({arm: run[arm] for arm in ("scratch", "linear")} for run in runs))
+    if runs := both("ablation.json"):
+        result["ablation"] = mean_accuracies(runs[0]["variants"], runs[1]["variants"])
+    return result
+
+
 def main(argv: list[str]) -> None:
     if len(argv) != 1:
         sys.exit(__doc__)
     result = compare_runs(read_points(COMMITTED), read_points(Path(argv[0])))
+    result |= compare_stages(Path(argv[0]))
     result["reference_source"], result["other_source"] = str(COMMITTED), argv[0]
     json.dump(result, sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")

@@ -189,8 +189,7 @@ def pretraining_table(scale: dict) -> str:
         lines += ["", f"Paired by seed (A - B, 95% t interval): {per} shots per class", "",
                   "| A - B | pretraining images | " + " | ".join(f"{n} shots" for n in shots) + " |",
                   "|---|---|" + "---|" * len(shots)]  # fmt: skip
-        names = {"vit": "ViT", "resnet": "small ResNet", "pixels": "pixels", "vit_masked_patch": "masked-patch ViT",
-                 "vit_masked_patch_pool": "masked-patch ViT, pool only"}  # fmt: skip
+        names = SCALE_NAMES
         for pair, by_key in comparisons.items():
             a, b = pair.split("-")
             for size in sorted({key.split("/")[0] for key in by_key}, key=int):
@@ -205,6 +204,11 @@ def pretraining_table(scale: dict) -> str:
                       f"{decision['masked_patch_val']:.3f} against the supervised ViT's "
                       f"{decision['supervised_val']:.3f}; rule: {decision['rule']})."]  # fmt: skip
     return "\n".join(lines)
+
+
+# the pretraining axis's arms, in its tables (metrics/pretraining_scale.json's keys)
+SCALE_NAMES = {"vit": "ViT", "resnet": "small ResNet", "pixels": "pixels", "vit_masked_patch": "masked-patch ViT",
+               "vit_masked_patch_pool": "masked-patch ViT, pool only"}  # fmt: skip
 
 
 def backbone_data_table(scale: dict) -> str:
@@ -228,10 +232,20 @@ def backbone_data_table(scale: dict) -> str:
     return "\n".join(lines)
 
 
+def side_by_side(runs: dict) -> str:
+    """A comparison's cells in both runs: each interval and verdict, whether the verdicts agree and the
+    intervals overlap (a row of ``precision_change.json``)."""
+    cells = [f"{signed(r['mean'])} [{signed(r['low'])}, {signed(r['high'])}] {r['verdict']}"
+             for r in (runs["reference"], runs["other"])]  # fmt: skip
+    same, overlap = ("yes" if runs[key] else "NO" for key in ("same_verdict", "overlap"))
+    return f"{cells[0]} | {cells[1]} | {same} | {overlap}"
+
+
 def precision_table(change: dict) -> str:
     """Each stated comparison of the curve in the committed run and in a second run in another precision: the
-    verdicts and 95% intervals side by side (``metrics/precision_change.json``)."""
-    (reference,), (other,) = change["runtime"]["reference"], change["runtime"]["other"]
+    verdicts and 95% intervals side by side (``metrics/precision_change.json``); where the second run was a
+    full one, the pretraining axis's comparisons too, and seed 000's and the collapse study's means."""
+    reference, other = (" and ".join(change["runtime"][run]) for run in ("reference", "other"))
     lines = [
         f"Committed run: {reference}. Second run: {other}. {change['held']} of {change['compared']} comparisons "
         "keep their verdict with overlapping intervals.",
@@ -242,11 +256,34 @@ def precision_table(change: dict) -> str:
     for n, pairs in sorted(change["comparisons"].items(), key=lambda item: int(item[0])):
         for pair, runs in pairs.items():
             a, b = (REGISTRY[arm].label for arm in pair.split("-"))
-            cells = [f"{signed(r['mean'])} [{signed(r['low'])}, {signed(r['high'])}] {r['verdict']}"
-                     for r in (runs["reference"], runs["other"])]  # fmt: skip
-            lines.append(f"| {a} - {b} | {n} | {cells[0]} | {cells[1]} | {'yes' if runs['same_verdict'] else 'NO'} "
-                         f"| {'yes' if runs['overlap'] else 'NO'} |")  # fmt: skip
+            lines.append(f"| {a} - {b} | {n} | {side_by_side(runs)} |")
+    if "pretraining" in change:
+        lines += precision_pretraining_rows(change["pretraining"])
+    labels = {arm: REGISTRY[arm].label for arm in ("scratch", "linear")} | {k: f"`{k}`" for k in DECAY_VARIANTS}
+    for name, title in (("seed000", "Seed 000's two arms"), ("ablation", "The collapse study")):
+        if name in change:
+            means = ", ".join(f"{labels.get(key, key)} {m['reference']:.3f} -> {m['other']:.3f}"
+                              for key, m in change[name].items())  # fmt: skip
+            lines += ["", f"{title}, mean test accuracy, committed run -> second run: {means}."]
     return "\n".join(lines)
+
+
+def precision_pretraining_rows(pretraining: dict) -> list[str]:
+    """The pretraining axis's paired comparisons in both runs (``precision_change.json``'s ``pretraining``)."""
+    held, compared = pretraining["held"], pretraining["compared"]
+    lines = [
+        "",
+        f"The pretraining-size axis: {held} of {compared} comparisons keep their verdict with overlapping intervals.",
+        "",
+        "| A - B | pretraining images / shots | committed run | second run | same verdict | intervals overlap |",
+        "|---|---|---|---|---|---|",
+    ]
+    for pair, by_key in pretraining["comparisons"].items():
+        a, b = (SCALE_NAMES[name] for name in pair.split("-"))
+        for key, runs in sorted(by_key.items(), key=lambda item: tuple(map(int, item[0].split("/")))):
+            images, shots = key.split("/")
+            lines.append(f"| {a} - {b} | {int(images):,} / {shots} | {side_by_side(runs)} |")
+    return lines
 
 
 def read_metrics(name: str) -> dict:
@@ -270,6 +307,7 @@ def generated_blocks() -> dict[str, str]:
         "pretraining": pretraining_table(read_metrics("pretraining_scale.json")),
         "backbone_data": backbone_data_table(read_metrics("pretraining_scale.json")),
         "precision": precision_table(read_metrics("precision_change.json")),
+        "precision_zen4": precision_table(read_metrics("precision_change_zen4.json")),
         "runs": runs_table(curve),
         "ablation": (f"ViT from scratch on {ablation['n_train']} images, {ablation['epochs']} epochs at lr "
                      f"{ablation['lr']:g}.\n\n" + ablation_table(ablation)),

@@ -89,3 +89,26 @@ def test_readings_group_the_sizes_by_verdict():
         "- **pretrained ViT, frozen + linear head** against **ViT from scratch**: ahead at 10 (+0.050 "
         "[+0.010, +0.090]), 25 (+0.050 [+0.010, +0.090]); level at 75 (+0.010 [-0.020, +0.040]) per class."
     )
+
+
+def test_precision_table_adds_the_pretraining_axis_and_the_means_of_a_full_second_run():
+    from pipeline.tools.report import precision_table
+
+    def side(verdict_a, verdict_b):
+        one = {"mean": 0.05, "low": 0.01, "high": 0.09, "verdict": verdict_a}
+        two = {"mean": 0.02, "low": -0.01, "high": 0.05, "verdict": verdict_b}
+        return {"reference": one, "other": two, "same_verdict": verdict_a == verdict_b, "overlap": True}
+
+    change = {
+        "runtime": {"reference": ["cpu bf16"], "other": ["cpu fp32 (a)", "cpu fp32 (b)"]},
+        "held": 1, "compared": 1, "comparisons": {"10": {"cnn-scratch": side("ahead", "ahead")}},
+        "pretraining": {"held": 0, "compared": 1, "comparisons": {"resnet-vit": {"7000/25": side("ahead", "level")}}},
+        "seed000": {"scratch": {"reference": 0.3333, "other": 0.3333}, "linear": {"reference": 0.546, "other": 0.55}},
+    }  # fmt: skip
+    text = precision_table(change)
+    assert text.startswith("Committed run: cpu bf16. Second run: cpu fp32 (a) and cpu fp32 (b). 1 of 1 comparisons")
+    assert "| small ResNet from scratch - ViT from scratch | 10 | +0.050 [+0.010, +0.090] ahead | " in text
+    assert "The pretraining-size axis: 0 of 1 comparisons keep their verdict with overlapping intervals." in text
+    assert ("| small ResNet - ViT | 7,000 / 25 | +0.050 [+0.010, +0.090] ahead | +0.020 [-0.010, +0.050] level | NO "
+            "| yes |") in text  # fmt: skip
+    assert text.endswith("pretrained ViT, frozen + linear head 0.546 -> 0.550.")
