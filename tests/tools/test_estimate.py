@@ -54,3 +54,17 @@ def test_the_committed_times_are_measurements_of_both_cpu_precisions():
     assert "estimates" not in times  # measured runs only
     assert {"cpu fp32", "cpu bf16"} <= set(times["runs"])
     assert all(run["minutes"] > 0 and run["machine"] and run["stage_seconds"] for run in times["runs"].values())
+
+
+def test_a_run_on_another_cpu_kind_cites_an_earlier_run_on_this_kind_where_there_is_one():
+    times = {
+        "runs": {"cpu fp32": {"minutes": 112.0, "machine": "a Sapphire Rapids", "hardware": "AVX512, amx_bf16"}},
+        "earlier": [
+            {"minutes": 94.5, "runtime": "cpu bf16", "hardware": "AVX2, no native bf16"},  # another precision
+            {"minutes": 82.0, "runtime": "cpu fp32", "hardware": "AVX2, no native bf16", "protocol": "issue 11"},
+        ],
+    }
+    avx2 = estimate_line("cpu fp32", "AVX2, no native bf16", times)
+    assert "this one's time will differ; on this kind an earlier protocol (issue 11) took about 82 min)" in avx2
+    zen4 = estimate_line("cpu fp32", "AVX512, bf16 not faster: avx512_bf16 (step 0.78x)", times)
+    assert "this one's time will differ)" in zen4 and "earlier protocol" not in zen4
