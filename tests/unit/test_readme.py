@@ -64,6 +64,11 @@ def idle_probe() -> float:
     return median(repro("cpu fp32")["step_probe_idle"]["ratios"])
 
 
+def bf16_check() -> dict:
+    """The fp32 run's machine, timed in bf16 after the run: a stage and our ViT's step."""
+    return repro("cpu fp32")["same_machine_bf16_check"]
+
+
 def min_bf16_speedup() -> float:
     from pipeline.runtime import MIN_BF16_SPEEDUP
 
@@ -102,6 +107,10 @@ QUOTED = [
     (REPRODUCIBILITY, "minutes and {:.1f} wall", lambda: repro("cpu fp32")["wall_minutes"]),
     (REPRODUCIBILITY, "(step {:.2f}x; `step_probe_idle`", lambda: idle_probe()),
     (REPRODUCIBILITY, "(`train_scratch` {:.1f} s", lambda: repro("cpu fp32")["stage_seconds"]["train_scratch"]),
+    (REPRODUCIBILITY, "took {:.1f} s in bf16", lambda: bf16_check()["masked_patch_bf16_s"]),
+    (REPRODUCIBILITY, "against {:.1f} s in fp32", lambda: bf16_check()["masked_patch_fp32_s"]),
+    (REPRODUCIBILITY, "took {:.1f} ms in bf16", lambda: bf16_check()["vit_step_ms_batch64"]["bf16"]),
+    (REPRODUCIBILITY, "against {:.1f} ms in fp32", lambda: bf16_check()["vit_step_ms_batch64"]["fp32"]),
     (REPRODUCIBILITY, "`linear_probe` {:.1f} s, with", lambda: repro("cpu fp32")["stage_seconds"]["linear_probe"]),
 ]
 NOT_RESULTS = {  # decimal numbers in the prose that no rerun changes
