@@ -46,6 +46,16 @@ def interval(d: dict) -> dict:
     return {key: d[key] for key in ("mean", "low", "high", "verdict")}
 
 
+def side_by_side(reference: dict, other: dict) -> dict:
+    """One comparison in both runs: each interval, whether the verdicts agree and whether the intervals overlap."""
+    runs = {"reference": interval(reference), "other": interval(other)}
+    runs["same_verdict"] = runs["reference"]["verdict"] == runs["other"]["verdict"]
+    runs["overlap"] = max(runs["reference"]["low"], runs["other"]["low"]) <= min(
+        runs["reference"]["high"], runs["other"]["high"]
+    )
+    return runs
+
+
 def compare_runs(reference: dict[str, dict[str, dict]], other: dict[str, dict[str, dict]]) -> dict:
     """Arm means and paired comparisons at every size and arm both runs hold."""
     arms, comparisons, runtimes = {}, {}, {"reference": set(), "other": set()}
@@ -66,15 +76,9 @@ def compare_runs(reference: dict[str, dict[str, dict]], other: dict[str, dict[st
         for a, b in COMPARISONS:
             if a not in shared or b not in shared:
                 continue
-            runs = {
-                name: interval(paired_difference(run[n][a]["test_acc"]["per_seed"], run[n][b]["test_acc"]["per_seed"]))
-                for name, run in (("reference", reference), ("other", other))
-            }
-            runs["same_verdict"] = runs["reference"]["verdict"] == runs["other"]["verdict"]
-            runs["overlap"] = max(runs["reference"]["low"], runs["other"]["low"]) <= min(
-                runs["reference"]["high"], runs["other"]["high"]
-            )
-            comparisons[n][f"{a}-{b}"] = runs
+            differences = (paired_difference(run[n][a]["test_acc"]["per_seed"], run[n][b]["test_acc"]["per_seed"])
+                           for run in (reference, other))  # fmt: skip
+            comparisons[n][f"{a}-{b}"] = side_by_side(*differences)
     held = [c["same_verdict"] and c["overlap"] for by_pair in comparisons.values() for c in by_pair.values()]
     return {
         "runtime": {name: sorted(values) for name, values in runtimes.items()},
@@ -91,12 +95,7 @@ def compare_verdicts(reference: dict[str, dict[str, dict]], other: dict[str, dic
     comparisons = {}
     for pair in sorted(set(reference) & set(other)):
         for key in sorted(set(reference[pair]) & set(other[pair])):
-            runs = {"reference": interval(reference[pair][key]), "other": interval(other[pair][key])}
-            runs["same_verdict"] = runs["reference"]["verdict"] == runs["other"]["verdict"]
-            runs["overlap"] = max(runs["reference"]["low"], runs["other"]["low"]) <= min(
-                runs["reference"]["high"], runs["other"]["high"]
-            )
-            comparisons.setdefault(pair, {})[key] = runs
+            comparisons.setdefault(pair, {})[key] = side_by_side(reference[pair][key], other[pair][key])
     held = [c["same_verdict"] and c["overlap"] for by_key in comparisons.values() for c in by_key.values()]
     return {"comparisons": comparisons, "compared": len(held), "held": sum(held)}
 
