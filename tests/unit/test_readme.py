@@ -108,7 +108,7 @@ QUOTED = [
     (REPRODUCIBILITY, "(step {:.2f}x; `step_probe_idle`", lambda: idle_probe()),
     (REPRODUCIBILITY, "(`train_scratch` {:.1f} s", lambda: repro("cpu fp32")["stage_seconds"]["train_scratch"]),
     (REPRODUCIBILITY, "took {:.1f} s in bf16", lambda: bf16_check()["masked_patch_bf16_s"]),
-    (REPRODUCIBILITY, "it reads {:.2f}x, so", lambda: median(bf16_check()["probe_our_vit"]["ratios"])),
+    (REPRODUCIBILITY, "(medians), read {:.2f}x, so", lambda: median(bf16_check()["probe_our_vit"]["ratios"])),
     (REPRODUCIBILITY, "against {:.1f} s in fp32", lambda: bf16_check()["masked_patch_fp32_s"]),
     (REPRODUCIBILITY, "took {:.1f} ms in bf16", lambda: bf16_check()["vit_step_ms_batch64"]["bf16"]),
     (REPRODUCIBILITY, "against {:.1f} ms in fp32", lambda: bf16_check()["vit_step_ms_batch64"]["fp32"]),

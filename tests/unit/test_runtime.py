@@ -54,7 +54,7 @@ def cpu_kind(monkeypatch):
         probes = []
         monkeypatch.setattr(runtime_module, "cpu_bf16_features", lambda: features)
 
-        def probe(reps: int = 7) -> float:
+        def probe(reps: int = 15) -> float:
             probes.append("probe")
             return speedup
 
@@ -121,15 +121,15 @@ def test_the_detector_reads_flags_from_a_cpuinfo_file(tmp_path):
 
 @pytest.mark.slow
 def test_the_real_step_probe_is_stable_and_cached_across_processes(tmp_path, monkeypatch):
-    """The probe times real training steps (nothing patched): two measurements agree within a factor of 2 even
-    beside another test worker (the old 256x256 matmul probe read 134x, then 1x, on one machine; this one read
-    1.27x, 1.28x and 1.29x on an idle Sapphire Rapids), and the answer written to the cache is what a later
-    process reads without measuring."""
+    """The probe times real training steps of our ViT (nothing patched): two measurements agree within a factor
+    of 1.5 even beside another test worker (the old 256x256 matmul probe read 134x, then 1x, on one machine; the
+    median of our ViT's steps 1.38x then 0.53x beside a worker; the fastest step 1.52x, 1.53x, 1.53x beside a
+    training process), and the answer written to the cache is what a later process reads without measuring."""
     monkeypatch.setenv("PIPELINE_CACHE_DIR", str(tmp_path))
-    first = runtime_module.measure_bf16_step_speedup(reps=5)  # the median of 5: a worker beside it shifts 3 too far
-    second = runtime_module.measure_bf16_step_speedup(reps=5)
+    first = runtime_module.measure_bf16_step_speedup(reps=9)
+    second = runtime_module.measure_bf16_step_speedup(reps=9)
     assert 0.02 < first < 50 and 0.02 < second < 50
-    assert 0.5 < first / second < 2
+    assert 1 / 1.5 < first / second < 1.5
     runtime_module.bf16_step_speedup.cache_clear()
     try:
         measured = runtime_module.bf16_step_speedup(reps=3)
@@ -141,9 +141,9 @@ def test_the_real_step_probe_is_stable_and_cached_across_processes(tmp_path, mon
         runtime_module.bf16_step_speedup.cache_clear()
 
 
-def test_the_probe_reports_fp32_time_over_bf16_time_as_medians(monkeypatch):
-    """A bf16 step that takes a quarter of the fp32 step's time reads about 4 (not 1/4), however the first,
-    warm-up steps went: the ratio's direction and the median, on steps of known length."""
+def fake_steps(monkeypatch, seconds: dict[str, float], slowed: dict[str, set[int]] | None = None) -> dict[str, int]:
+    """Replaces the probe's step by sleeps of known length: the first two (warm-up) steps of each precision are
+    slow, and so are the steps of a precision whose numbers ``slowed`` lists (another process taking the cores)."""
     import time
 
     calls = {"fp32": 0, "bf16": 0}
@@ -151,15 +151,30 @@ def test_the_probe_reports_fp32_time_over_bf16_time_as_medians(monkeypatch):
     def fake_step(precision: str):
         def step() -> None:
             calls[precision] += 1
-            slow_start = 0.2 if calls[precision] <= 2 else 0.0  # the two warm-up steps, slow and discarded
-            time.sleep(slow_start + (0.02 if precision == "fp32" else 0.005))
+            slow = calls[precision] <= 2 or calls[precision] in (slowed or {}).get(precision, ())
+            time.sleep(seconds[precision] * (10 if slow else 1))
 
         return step
 
     monkeypatch.setattr(runtime_module, "probe_step", fake_step)
+    return calls
+
+
+def test_the_probe_reports_fp32_time_over_bf16_time(monkeypatch):
+    """A bf16 step that takes a quarter of the fp32 step's time reads about 4 (not 1/4), however the first,
+    warm-up steps went."""
+    calls = fake_steps(monkeypatch, {"fp32": 0.02, "bf16": 0.005})
     speedup = runtime_module.measure_bf16_step_speedup(reps=5)
     assert calls == {"fp32": 7, "bf16": 7}
     assert 2.5 < speedup < 4.5
+
+
+def test_a_busy_machine_does_not_move_the_probe(monkeypatch):
+    """Most steps of one precision slowed tenfold by another process (here bf16's, which a median would read as
+    bf16 being 2.5x slower) still read about 4: the probe keeps each precision's fastest step."""
+    fake_steps(monkeypatch, {"fp32": 0.02, "bf16": 0.005}, slowed={"bf16": {3, 4, 5, 6, 8}})
+    speedup_with_slow_bf16 = runtime_module.measure_bf16_step_speedup(reps=6)
+    assert 2.5 < speedup_with_slow_bf16 < 4.5
 
 
 def test_the_probe_leaves_torch_random_state_untouched(tmp_path, monkeypatch):
