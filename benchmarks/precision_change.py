@@ -8,7 +8,8 @@ used bf16; the committed run is ``metrics/data_hunger/``. For every point both r
 mean test accuracy in both runs, and for every paired comparison the README states (``COMPARISONS``), the
 difference and its 95% t interval in each run, whether the verdict (ahead / level / behind) is the same and
 whether the two intervals overlap. ``all_hold`` is true when every verdict is the same and every pair of
-intervals overlaps: what a change of precision may move is the last bits, not a conclusion.
+intervals overlaps: what a change of precision may move is the last bits, not a conclusion. ``grids`` names the
+arms whose learning-rate grid differs between the runs (a second run made before a grid was widened).
 
 Where OTHER_DIR also holds the second run's ``pretraining_scale.json`` (a full run), the pretraining-size axis's
 paired comparisons (``comparisons`` there: backbones against each other and the pixel probe, the masked-patch
@@ -56,6 +57,19 @@ def side_by_side(reference: dict, other: dict) -> dict:
     return runs
 
 
+def differing_grids(reference: dict[str, dict[str, dict]], other: dict[str, dict[str, dict]]) -> dict:
+    """``{arm: {"reference": lrs, "other": lrs}}`` for each trained arm whose learning-rate grid (the keys of its
+    points' ``lr_trials``) is not the same in both runs: a verdict on such an arm compares grids as well."""
+    grids = {}
+    for name, run in (("reference", reference), ("other", other)):
+        for points in run.values():
+            for arm, point in points.items():
+                if "lr_trials" in point:
+                    grids.setdefault(arm, {}).setdefault(name, set()).update(float(lr) for lr in point["lr_trials"])
+    return {arm: {name: sorted(lrs) for name, lrs in by_run.items()} for arm, by_run in sorted(grids.items())
+            if len(by_run) == 2 and by_run["reference"] != by_run["other"]}  # fmt: skip
+
+
 def compare_runs(reference: dict[str, dict[str, dict]], other: dict[str, dict[str, dict]]) -> dict:
     """Arm means and paired comparisons at every size and arm both runs hold."""
     arms, comparisons, runtimes = {}, {}, {"reference": set(), "other": set()}
@@ -81,6 +95,7 @@ def compare_runs(reference: dict[str, dict[str, dict]], other: dict[str, dict[st
             comparisons[n][f"{a}-{b}"] = side_by_side(*differences)
     held = [c["same_verdict"] and c["overlap"] for by_pair in comparisons.values() for c in by_pair.values()]
     return {
+        "grids": differing_grids(reference, other),
         "runtime": {name: sorted(values) for name, values in runtimes.items()},
         "arms": arms,
         "comparisons": comparisons,

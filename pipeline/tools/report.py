@@ -101,6 +101,35 @@ def runs_table(curve: dict) -> str:
     return "\n".join(lines)
 
 
+def yes_no(value: bool) -> str:
+    return "yes" if value else "NO"
+
+
+def grid_edges_table(edges: dict) -> str:
+    """Every learning-rate choice at an end of its grid, against one step past that end on the seed that chooses,
+    then every probe's ridge at an end of its grid refitted with that grid one step wider
+    (``benchmarks/grid_edges.py``): whether a wider grid would have kept the choice."""
+    lines = ["| arm | per class | grid | chosen: val acc, loss | one step past: val acc, loss, kept / last step "
+             "| the choice holds |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for run in edges["runs"]:
+        chosen, past = run["chosen_val"], run["beyond_run"]
+        grid = ", ".join(f"{lr:g}" for lr in run["grid"])
+        lines.append(
+            f"| {REGISTRY[run['arm']].label} | {run['n_train_per_class']} | {grid} | {run['chosen']:g}: "
+            f"{chosen['val_acc']:.3f}, {chosen['val_loss']:.3f} | {run['beyond']:g}: {past['val_acc']:.3f}, "
+            f"{past['val_loss']:.3f}, {past['best_step']} / {past['steps']} | {yes_no(run['choice_holds'])} |"
+        )
+    lines += ["", "| probe | per class | seed | ridge chosen: val acc | one step past | chosen from the wider grid: "
+              "val acc | the choice holds |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for run in edges["ridge_runs"]:
+        lines.append(
+            f"| {REGISTRY[run['arm']].label} | {run['n_train_per_class']} | {run['seed']} | {run['chosen']:g}: "
+            f"{run['chosen_val_acc']:.3f} | {run['beyond']:g} | {run['chosen_in_wider_grid']:g}: {run['val_acc']:.3f} "
+            f"| {yes_no(run['choice_holds'])} |"
+        )
+    return "\n".join(lines)
+
+
 def signed(value: float) -> str:
     return f"{value:+.3f}"
 
@@ -237,7 +266,7 @@ def side_by_side(runs: dict) -> str:
     intervals overlap (a row of ``precision_change.json``)."""
     cells = [f"{signed(r['mean'])} [{signed(r['low'])}, {signed(r['high'])}] {r['verdict']}"
              for r in (runs["reference"], runs["other"])]  # fmt: skip
-    same, overlap = ("yes" if runs[key] else "NO" for key in ("same_verdict", "overlap"))
+    same, overlap = (yes_no(runs[key]) for key in ("same_verdict", "overlap"))
     return f"{cells[0]} | {cells[1]} | {same} | {overlap}"
 
 
@@ -253,6 +282,11 @@ def precision_table(change: dict) -> str:
         "| A - B | per class | committed run | second run | same verdict | intervals overlap |",
         "|---|---|---|---|---|---|",
     ]
+    if change.get("grids"):
+        grids = "; ".join(f"{REGISTRY[arm].label} {', '.join(f'{lr:g}' for lr in runs['reference'])} in the committed "
+                          f"run, {', '.join(f'{lr:g}' for lr in runs['other'])} in the second"
+                          for arm, runs in change["grids"].items())  # fmt: skip
+        lines[1:1] = ["", f"Learning-rate grids that differ (the second run is older than the grid): {grids}."]
     for n, pairs in sorted(change["comparisons"].items(), key=lambda item: int(item[0])):
         for pair, runs in pairs.items():
             a, b = (REGISTRY[arm].label for arm in pair.split("-"))
@@ -309,6 +343,7 @@ def generated_blocks() -> dict[str, str]:
         "precision": precision_table(read_metrics("precision_change.json")),
         "precision_zen4": precision_table(read_metrics("precision_change_zen4.json")),
         "runs": runs_table(curve),
+        "grid_edges": grid_edges_table(read_metrics("grid_edges.json")),
         "ablation": (f"ViT from scratch on {ablation['n_train']} images, {ablation['epochs']} epochs at lr "
                      f"{ablation['lr']:g}.\n\n" + ablation_table(ablation)),
     }  # fmt: skip

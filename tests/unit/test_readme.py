@@ -43,8 +43,13 @@ def round4() -> dict:
 
 
 def partial_run() -> dict:
-    """The second run of the precision check: not a full run, so outside ``runs``."""
-    return committed("repro_time.json")["partial_runs"][-1]
+    """The second run of the precision check on the Zen 4: not a full run, so outside ``runs``."""
+    return next(run for run in committed("repro_time.json")["partial_runs"] if "AMD EPYC" in run["machine"])
+
+
+def grid_rerun() -> dict:
+    """This round's rerun of the two arms whose learning-rate grids were widened."""
+    return next(run for run in committed("repro_time.json")["partial_runs"] if run.get("purpose") == "grid_rerun")
 
 
 def partial_minutes() -> float:
@@ -108,6 +113,11 @@ QUOTED = [
     (REPRODUCIBILITY, "(step {:.2f}x; `step_probe_idle`", lambda: idle_probe()),
     (REPRODUCIBILITY, "(`train_scratch` {:.1f} s", lambda: repro("cpu fp32")["stage_seconds"]["train_scratch"]),
     (REPRODUCIBILITY, "took {:.1f} s in bf16", lambda: bf16_check()["masked_patch_bf16_s"]),
+    (REPRODUCIBILITY, "the two widened arms took {:.1f} stage minutes", lambda: grid_rerun()["minutes"]),
+    ("README.md", "learning-rate grids: {:.1f} stage minutes", lambda: grid_rerun()["minutes"]),
+    (REPRODUCIBILITY, "stage minutes ({:.1f} wall", lambda: grid_rerun()["wall_minutes"]),
+    (REPRODUCIBILITY, "the supervised backbone {:.1f} s", lambda: grid_rerun()["stage_seconds"]["backbone"]),
+    (REPRODUCIBILITY, "idle it read {:.3f}x", lambda: grid_rerun()["step_probe"]["idle_fastest"][0]),
     (REPRODUCIBILITY, "(medians), read {:.2f}x, so", lambda: median(bf16_check()["probe_our_vit"]["ratios"])),
     (REPRODUCIBILITY, "against {:.1f} s in fp32", lambda: bf16_check()["masked_patch_fp32_s"]),
     (REPRODUCIBILITY, "took {:.1f} ms in bf16", lambda: bf16_check()["vit_step_ms_batch64"]["bf16"]),

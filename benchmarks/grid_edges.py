@@ -1,0 +1,159 @@
+"""Would a wider learning-rate grid have chosen differently? One step past every choice at an end of its grid.
+
+    python benchmarks/grid_edges.py [--reproduce ARM:POINT ...] --out metrics/grid_edges.json
+
+Run in a project whose ``data/prepared`` and ``models/`` are the full data's, in the precision of the committed
+run (``metrics/data_hunger/*.json`` name it in ``runtime``). For every trained arm's point whose learning rate sits
+at an end of its grid (``lr_at_edge``: low | high), it trains the first seed, the one that chooses, at the next
+value of the grid's 1-3-10 sequence past that end (0.003 -> 0.01, 0.0003 -> 0.0001), under the committed protocol
+(budget, plateau schedule, validation rule), and holds its validation score against the committed first seed's
+at the edge (``lr_trials``) with the selection rule of the sweeps (``engine.better_score``). ``choice_holds`` is
+true where the edge value still wins: the wider grid would have kept the committed choice, so it lies inside
+that grid. The probes' ridge grid (x10 steps) gets the same check for every seed whose ridge is at an end
+(``reg_at_edge``; the ridge is chosen per seed, in closed form, so each such seed is refitted with the grid one
+step wider and ``choice_holds`` says whether it keeps its ridge). Where it is false, the grid in params.yaml is
+to be widened and its arm rerun (that is how the small ResNet's and fine-tuning's grids got their present
+ends). The test set is never scored. ``make results-write`` puts the file's tables in docs/results.md.
+
+``--reproduce ARM:POINT`` first reruns the committed edge value itself for that point and says whether it gives
+the committed first seed's validation score exactly: the check that this machine and precision reproduce the
+committed run, so that the two scores compared above come from the same computation."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+from pipeline.arms import TRAINED, arm_module
+from pipeline.arms.common import Curve
+from pipeline.config import load_params
+from pipeline.curve import point_path
+from pipeline.engine import better_score
+from pipeline.runtime import resolve_runtime
+
+KEPT = ("val_acc", "val_loss", "best_step", "steps", "budget", "cap", "decay_step", "stopped_at_cap")
+
+
+def grid_index(lr: float) -> int:
+    """The place of ``lr`` in the sequence ..., 0.0001, 0.0003, 0.001, 0.003, 0.01, ... (even: 10^k, odd: 3x)."""
+    return round(2 * math.log10(lr))
+
+
+def grid_value(index: int) -> float:
+    return float(f"{(1 if index % 2 == 0 else 3) * 10.0 ** (index // 2):.1g}")
+
+
+def beyond(lr: float, side: str) -> float:
+    """The next value of the sequence past ``lr`` on ``side`` (low | high)."""
+    return grid_value(grid_index(lr) + (1 if side == "high" else -1))
+
+
+def edge_points(arms=TRAINED, folder: Path | None = None) -> list[dict]:
+    """Every committed point whose chosen learning rate sits at an end of its grid."""
+    found = []
+    for arm in arms:
+        for path in sorted((folder or Path(point_path(arm, 0)).parent).glob(f"{arm}_*.json")):
+            point = json.loads(path.read_text())
+            if point.get("lr_at_edge"):
+                found.append(point)
+    return sorted(found, key=lambda p: (p["point"], TRAINED.index(p["arm"])))  # the cheap, small points first
+
+
+PROBES = ("linear", "pixels")  # the arms whose only choice is the ridge (fine-tuning starts from linear's probe)
+
+
+def ridge_edges(folder: Path | None = None) -> list[tuple[dict, int]]:
+    """Every committed probe point and seed index whose chosen ridge sits at an end of the grid."""
+    found = []
+    for arm in PROBES:
+        for path in sorted((folder or Path(point_path(arm, 0)).parent).glob(f"{arm}_*.json")):
+            point = json.loads(path.read_text())
+            found += [(point, i) for i, edge in enumerate(point.get("reg_at_edge", [])) if edge]
+    return found
+
+
+def ridge_check(curve: Curve, seeds: list[int], point: dict, index: int) -> dict:
+    """Refits one seed's probe with the ridge grid one x10 step wider on the side of its choice."""
+    chosen, side = point["reg"][index], point["reg_at_edge"][index]
+    past = chosen * 10 if side == "high" else chosen / 10
+    wider = dataclasses.replace(curve.config, probe_regs=sorted([*curve.config.probe_regs, past]))
+    module = arm_module(point["arm"])
+    data = module.point_data(dataclasses.replace(curve, config=wider), point["point"])
+    run = module.run_seed(dataclasses.replace(curve, config=wider), data, seeds[index])
+    return {
+        "arm": point["arm"], "point": point["point"], "n_train_per_class": point["n_train_per_class"],
+        "seed": seeds[index], "side": side, "chosen": chosen,
+        "chosen_val_acc": point["runs"][str(seeds[index])]["val_acc"], "beyond": past,
+        "chosen_in_wider_grid": run["reg"], "val_acc": run["val_acc"], "choice_holds": run["reg"] == chosen,
+    }  # fmt: skip
+
+
+def first_seed_run(module, curve: Curve, data: dict, seed: int, lr: float) -> dict:
+    run = module.run_seed(curve, data, seed, lr)
+    run.pop("score")  # the test set is never scored here
+    return {k: run[k] for k in KEPT if k in run}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reproduce", nargs="*", default=[], help="ARM:POINT whose edge value is rerun first")
+    parser.add_argument("--only", nargs="*", default=[], help="ARM:POINT to run (default: every edge)")
+    parser.add_argument("--out", type=Path, help="rewritten after every run (default: printed at the end)")
+    args = parser.parse_args()
+    params = load_params()
+    runtime = resolve_runtime(params.runtime)
+    curve = Curve(params.preset, params.model_name, params.backbone_model_name, params.backbone_source,
+                  params.data_hunger, params.evaluate.batch_size, runtime)  # fmt: skip
+    seed = params.seeds[0]
+    results, reproduced, ridges = [], [], []
+
+    def document() -> str:
+        return json.dumps({
+            "runtime": runtime.describe(),
+            "committed_runtime": sorted({p["runtime"] for p in edge_points()}),
+            "seed": seed,
+            "holds": sum(r["choice_holds"] for r in results),
+            "of": len(results),
+            "reproduced": reproduced,
+            "runs": results,
+            "ridge_holds": sum(r["choice_holds"] for r in ridges),
+            "ridge_of": len(ridges),
+            "ridge_runs": ridges,
+        }, indent=1) + "\n"  # fmt: skip
+
+    for point in edge_points():
+        arm, index, edge, side = point["arm"], point["point"], point["lr"], point["lr_at_edge"]
+        spec = f"{arm}:{index}"
+        if args.only and spec not in args.only:
+            continue
+        module = arm_module(arm)
+        data = module.point_data(curve, index)
+        committed = point["lr_trials"][f"{edge:g}"]
+        if spec in args.reproduce:
+            again = first_seed_run(module, curve, data, seed, edge)
+            reproduced.append({"arm": arm, "point": index, "lr": edge, "committed": committed, "rerun": again,
+                               "exact": again["val_acc"] == committed["val_acc"]
+                               and again["val_loss"] == committed["val_loss"]})  # fmt: skip
+        lr = beyond(edge, side)
+        run = first_seed_run(module, curve, data, seed, lr)
+        results.append({
+            "arm": arm, "point": index, "n_train_per_class": point["n_train_per_class"], "side": side,
+            "grid": sorted(float(k) for k in point["lr_trials"]), "chosen": edge, "chosen_val": committed,
+            "beyond": lr, "beyond_run": run, "choice_holds": not better_score(run, committed),
+        })  # fmt: skip
+        if args.out:
+            args.out.write_text(document())
+    for point, index in ridge_edges():
+        if not args.only or f"{point['arm']}:{point['point']}" in args.only:
+            ridges.append(ridge_check(curve, params.seeds, point, index))
+    if args.out:
+        args.out.write_text(document())
+    else:
+        print(document(), end="")
+
+
+if __name__ == "__main__":
+    main()

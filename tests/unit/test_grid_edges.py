@@ -1,0 +1,55 @@
+"""benchmarks/grid_edges.py: one step past an edge of the 1-3-10 learning-rate sequence, and the table it feeds."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.tools.report import grid_edges_table
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def grid_edges():
+    spec = importlib.util.spec_from_file_location("grid_edges", ROOT / "benchmarks" / "grid_edges.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(("lr", "side", "expected"), [
+    (0.003, "high", 0.01), (0.01, "high", 0.03), (0.0003, "high", 0.001), (0.001, "high", 0.003),
+    (0.0003, "low", 0.0001), (0.0001, "low", 0.00003), (0.001, "low", 0.0003), (0.00003, "low", 0.00001),
+])  # fmt: skip
+def test_one_step_past_an_edge_follows_the_grids_sequence(grid_edges, lr, side, expected):
+    assert grid_edges.beyond(lr, side) == pytest.approx(expected, rel=1e-9)
+
+
+def test_every_committed_edge_choice_is_found_and_every_grid_is_the_sequence(grid_edges):
+    """The points the check runs are exactly those whose committed choice is flagged at an edge, and each
+    committed grid is consecutive values of the sequence, so "one step past" is the grid's next value."""
+    edges = grid_edges.edge_points(folder=ROOT / "metrics" / "data_hunger")
+    flagged = set()
+    for path in (ROOT / "metrics" / "data_hunger").glob("*.json"):
+        point = json.loads(path.read_text())
+        if point.get("lr_at_edge"):
+            flagged.add((point["arm"], point["point"]))
+        if "lr_trials" in point:
+            indices = sorted(grid_edges.grid_index(float(lr)) for lr in point["lr_trials"])
+            assert indices == list(range(indices[0], indices[0] + len(indices))), path.name
+    assert {(p["arm"], p["point"]) for p in edges} == flagged
+
+
+def test_the_committed_check_covers_every_edge_choice_and_says_whether_it_holds(grid_edges):
+    committed = json.loads((ROOT / "metrics" / "grid_edges.json").read_text())
+    edges = grid_edges.edge_points(folder=ROOT / "metrics" / "data_hunger")
+    assert {(r["arm"], r["point"], r["chosen"]) for r in committed["runs"]} == {
+        (p["arm"], p["point"], p["lr"]) for p in edges}  # fmt: skip
+    ridges = {(p["arm"], p["point"], p["reg"][i]) for p, i in grid_edges.ridge_edges(ROOT / "metrics" / "data_hunger")}
+    assert {(r["arm"], r["point"], r["chosen"]) for r in committed["ridge_runs"]} == ridges
+    table = grid_edges_table(committed).splitlines()
+    assert len(table) == 2 + len(committed["runs"]) + 3 + len(committed["ridge_runs"])
+    failed = committed["of"] - committed["holds"] + committed["ridge_of"] - committed["ridge_holds"]
+    assert sum(line.endswith("| NO |") for line in table) == failed
