@@ -9,7 +9,7 @@ mean test accuracy in both runs, and for every paired comparison the README stat
 difference and its 95% t interval in each run, whether the verdict (ahead / level / behind) is the same and
 whether the two intervals overlap. ``all_hold`` is true when every verdict is the same and every pair of
 intervals overlaps: what a change of precision may move is the last bits, not a conclusion. ``grids`` names the
-arms whose learning-rate grid differs between the runs (a second run made before a grid was widened).
+arms and sizes whose learning-rate grid differs between the runs (a second run made before a grid was widened).
 
 Where OTHER_DIR also holds the second run's ``pretraining_scale.json`` (a full run), the pretraining-size axis's
 paired comparisons (``comparisons`` there: backbones against each other and the pixel probe, the masked-patch
@@ -58,16 +58,15 @@ def side_by_side(reference: dict, other: dict) -> dict:
 
 
 def differing_grids(reference: dict[str, dict[str, dict]], other: dict[str, dict[str, dict]]) -> dict:
-    """``{arm: {"reference": lrs, "other": lrs}}`` for each trained arm whose learning-rate grid (the keys of its
-    points' ``lr_trials``) is not the same in both runs: a verdict on such an arm compares grids as well."""
-    grids = {}
-    for name, run in (("reference", reference), ("other", other)):
-        for points in run.values():
-            for arm, point in points.items():
-                if "lr_trials" in point:
-                    grids.setdefault(arm, {}).setdefault(name, set()).update(float(lr) for lr in point["lr_trials"])
-    return {arm: {name: sorted(lrs) for name, lrs in by_run.items()} for arm, by_run in sorted(grids.items())
-            if len(by_run) == 2 and by_run["reference"] != by_run["other"]}  # fmt: skip
+    """``{arm: {size: {"reference": lrs, "other": lrs}}}`` for each trained arm and size both runs hold whose
+    learning-rate grid (the keys of the point's ``lr_trials``) differs: a verdict there compares grids as well."""
+    grids: dict[str, dict] = {}
+    for n in sorted(set(reference) & set(other), key=int):
+        for arm in sorted(set(reference[n]) & set(other[n])):
+            lrs = [sorted(float(lr) for lr in run[n][arm].get("lr_trials", {})) for run in (reference, other)]
+            if lrs[0] != lrs[1]:
+                grids.setdefault(arm, {})[n] = {"reference": lrs[0], "other": lrs[1]}
+    return grids
 
 
 def compare_runs(reference: dict[str, dict[str, dict]], other: dict[str, dict[str, dict]]) -> dict:

@@ -113,7 +113,7 @@ def grid_edges_table(edges: dict) -> str:
              "| the choice holds |", "|---|---|---|---|---|---|"]  # fmt: skip
     for run in edges["runs"]:
         chosen, past = run["chosen_val"], run["beyond_run"]
-        grid = ", ".join(f"{lr:g}" for lr in run["grid"])
+        grid = lr_list(run["grid"])
         lines.append(
             f"| {REGISTRY[run['arm']].label} | {run['n_train_per_class']} | {grid} | {run['chosen']:g}: "
             f"{chosen['val_acc']:.3f}, {chosen['val_loss']:.3f} | {run['beyond']:g}: {past['val_acc']:.3f}, "
@@ -270,6 +270,22 @@ def side_by_side(runs: dict) -> str:
     return f"{cells[0]} | {cells[1]} | {same} | {overlap}"
 
 
+def lr_list(lrs: list[float]) -> str:
+    return ", ".join(f"{lr:g}" for lr in lrs)
+
+
+def grouped_by_value(by_size: dict[str, dict]) -> list[tuple[dict, list[str]]]:
+    """``{size: value}`` -> ``[(value, [sizes...])]``, sizes with equal values together, in size order."""
+    groups: list[tuple[dict, list[str]]] = []
+    for size in sorted(by_size, key=int):
+        match = next((group for group in groups if group[0] == by_size[size]), None)
+        if match:
+            match[1].append(size)
+        else:
+            groups.append((by_size[size], [size]))
+    return groups
+
+
 def precision_table(change: dict) -> str:
     """Each stated comparison of the curve in the committed run and in a second run in another precision: the
     verdicts and 95% intervals side by side (``metrics/precision_change.json``); where the second run was a
@@ -283,9 +299,10 @@ def precision_table(change: dict) -> str:
         "|---|---|---|---|---|---|",
     ]
     if change.get("grids"):
-        grids = "; ".join(f"{REGISTRY[arm].label} {', '.join(f'{lr:g}' for lr in runs['reference'])} in the committed "
-                          f"run, {', '.join(f'{lr:g}' for lr in runs['other'])} in the second"
-                          for arm, runs in change["grids"].items())  # fmt: skip
+        grids = "; ".join(f"{REGISTRY[arm].label} at {', '.join(sizes)} per class: {lr_list(runs['reference'])} in "
+                          f"the committed run, {lr_list(runs['other'])} in the second"
+                          for arm, by_size in change["grids"].items()
+                          for runs, sizes in grouped_by_value(by_size))  # fmt: skip
         lines[1:1] = ["", f"Learning-rate grids that differ (the second run is older than the grid): {grids}."]
     for n, pairs in sorted(change["comparisons"].items(), key=lambda item: int(item[0])):
         for pair, runs in pairs.items():

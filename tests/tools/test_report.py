@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+from pipeline.tools import report
 from pipeline.tools.report import ablation_table, curve_table, results_table
 
 REPO = Path(__file__).resolve().parents[2]
@@ -112,3 +113,13 @@ def test_precision_table_adds_the_pretraining_axis_and_the_means_of_a_full_secon
     assert ("| small ResNet - ViT | 7,000 / 25 | +0.050 [+0.010, +0.090] ahead | +0.020 [-0.010, +0.050] level | NO "
             "| yes |") in text  # fmt: skip
     assert text.endswith("pretrained ViT, frozen + linear head 0.546 -> 0.550.")
+
+
+def test_differing_grids_are_listed_once_per_grid_with_their_sizes():
+    """The precision table names each arm's grids once, with the sizes where they differ, in size order."""
+    old, new = {"reference": [0.001, 0.003, 0.01], "other": [0.001, 0.003]}, {"reference": [0.1], "other": [0.2]}
+    assert report.grouped_by_value({"250": old, "10": old, "1000": new}) == [(old, ["10", "250"]), (new, ["1000"])]
+    change = json.loads((REPO / "metrics" / "precision_change.json").read_text())
+    table = report.precision_table(change | {"grids": {"cnn": {"10": old, "75": old}}})
+    assert "small ResNet from scratch at 10, 75 per class: 0.001, 0.003, 0.01 in the committed run" in table
+    assert "Learning-rate grids" not in report.precision_table(change | {"grids": {}})
