@@ -13,6 +13,7 @@ UNIT = REPO / "tests" / "unit"
 ACROSS_MODULES = {
     "test_distributed.py": "training under torchrun: engine, runtime and files together",
     "test_readme.py": "the README's numbers against metrics/ and params.yaml",
+    "test_grid_edges.py": "benchmarks/grid_edges.py against the committed point files, and its table in the report",
     "test_layout.py": "this file",
 }
 
