@@ -51,14 +51,16 @@ def beyond(lr: float, side: str) -> float:
     return grid_value(grid_index(lr) + (1 if side == "high" else -1))
 
 
-def edge_points(arms=TRAINED, folder: Path | None = None) -> list[dict]:
-    """Every committed point whose chosen learning rate sits at an end of its grid."""
-    found = []
+def committed_points(arms, folder: Path | None = None):
+    """Every committed point file of ``arms``, read once each, in arm then file order."""
     for arm in arms:
         for path in sorted((folder or Path(point_path(arm, 0)).parent).glob(f"{arm}_*.json")):
-            point = json.loads(path.read_text())
-            if point.get("lr_at_edge"):
-                found.append(point)
+            yield json.loads(path.read_text())
+
+
+def edge_points(arms=TRAINED, folder: Path | None = None) -> list[dict]:
+    """Every committed point whose chosen learning rate sits at an end of its grid."""
+    found = [point for point in committed_points(arms, folder) if point.get("lr_at_edge")]
     return sorted(found, key=lambda p: (p["point"], TRAINED.index(p["arm"])))  # the cheap, small points first
 
 
@@ -67,12 +69,8 @@ PROBES = ("linear", "pixels")  # the arms whose only choice is the ridge (fine-t
 
 def ridge_edges(folder: Path | None = None) -> list[tuple[dict, int]]:
     """Every committed probe point and seed index whose chosen ridge sits at an end of the grid."""
-    found = []
-    for arm in PROBES:
-        for path in sorted((folder or Path(point_path(arm, 0)).parent).glob(f"{arm}_*.json")):
-            point = json.loads(path.read_text())
-            found += [(point, i) for i, edge in enumerate(point.get("reg_at_edge", [])) if edge]
-    return found
+    return [(point, i) for point in committed_points(PROBES, folder)
+            for i, edge in enumerate(point.get("reg_at_edge", [])) if edge]  # fmt: skip
 
 
 def ridge_check(curve: Curve, seeds: list[int], point: dict, index: int) -> dict:
@@ -80,9 +78,8 @@ def ridge_check(curve: Curve, seeds: list[int], point: dict, index: int) -> dict
     chosen, side = point["reg"][index], point["reg_at_edge"][index]
     past = chosen * 10 if side == "high" else chosen / 10
     wider = dataclasses.replace(curve.config, probe_regs=sorted([*curve.config.probe_regs, past]))
-    module = arm_module(point["arm"])
-    data = module.point_data(dataclasses.replace(curve, config=wider), point["point"])
-    run = module.run_seed(dataclasses.replace(curve, config=wider), data, seeds[index])
+    wider_curve, module = dataclasses.replace(curve, config=wider), arm_module(point["arm"])
+    run = module.run_seed(wider_curve, module.point_data(wider_curve, point["point"]), seeds[index])
     return {
         "arm": point["arm"], "point": point["point"], "n_train_per_class": point["n_train_per_class"],
         "seed": seeds[index], "side": side, "chosen": chosen,
@@ -109,11 +106,13 @@ def main() -> None:
                   params.data_hunger, params.evaluate.batch_size, runtime)  # fmt: skip
     seed = params.seeds[0]
     results, reproduced, ridges = [], [], []
+    edges = edge_points()
+    committed_runtime = sorted({p["runtime"] for p in edges})
 
     def document() -> str:
         return json.dumps({
             "runtime": runtime.describe(),
-            "committed_runtime": sorted({p["runtime"] for p in edge_points()}),
+            "committed_runtime": committed_runtime,
             "seed": seed,
             "holds": sum(r["choice_holds"] for r in results),
             "of": len(results),
@@ -124,7 +123,7 @@ def main() -> None:
             "ridge_runs": ridges,
         }, indent=1) + "\n"  # fmt: skip
 
-    for point in edge_points():
+    for point in edges:
         arm, index, edge, side = point["arm"], point["point"], point["lr"], point["lr_at_edge"]
         spec = f"{arm}:{index}"
         if args.only and spec not in args.only:
