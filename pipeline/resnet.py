@@ -28,6 +28,9 @@ def _stage(in_channels: int, out_channels: int, stride: int) -> nn.Module:
     return BasicBlock(in_channels, out_channels, stride, downsample=shortcut)
 
 
+NHWC_MIN_CHANNELS = 8  # oneDNN's AVX2 block of fp32 channels
+
+
 def small_resnet(in_channels: int, num_classes: int, widths: tuple[int, ...] = (32, 64, 128, 256)) -> nn.Sequential:
     """(B, in_channels, H, W) -> (B, num_classes); each stage after the first halves H and W.
 
@@ -54,5 +57,9 @@ def small_resnet(in_channels: int, num_classes: int, widths: tuple[int, ...] = (
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
     # Channels-last weights: oneDNN then runs every convolution (and its batch norm) in NHWC, whatever the layout
-    # of the input: a training step 1.06x faster in fp32 and 1.17x in bf16 on a CPU (docs/benchmark.md).
+    # of the input: a training step 1.06x faster in fp32 and 1.17x in bf16 on a CPU (docs/benchmark.md). Not
+    # below 8 channels: there, with torch 2.14.1 on an AVX2-only CPU, the backward pass of a strided 1x1
+    # convolution in NHWC writes past its buffer (a crash, or a hang in the next parallel region).
+    if min(widths) < NHWC_MIN_CHANNELS:
+        return model
     return model.to(memory_format=torch.channels_last)

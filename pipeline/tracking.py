@@ -3,6 +3,13 @@
 DVC's metrics files are the record; MLflow is the browsable history, in the store of
 :mod:`pipeline.mlflow_store` (artifacts in ``<repo root>/mlartifacts``), each run tagged with
 :mod:`pipeline.provenance` and the params dvc.yaml lists for its stage (:mod:`pipeline.dvc_files`).
+
+MLflow works off the training's critical path: importing it and its SQL store and opening a run cost a stage
+process about 2 s before its first step (issue 19's fixed cost), so one background thread per process
+(:class:`Background`) makes every MLflow call, in the order the stage asked for them, while the stage trains.
+A stage's own run waits for that thread when it ends, so nothing is lost when the process exits; an artifact or a
+model is logged in the stage's thread after the calls queued before it (files may change later, and a model's
+export is torch work, which stays in the thread that trains).
 """
 
 from __future__ import annotations
@@ -11,6 +18,8 @@ import contextlib
 import copy
 import logging
 import os
+import queue
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -39,18 +48,59 @@ MODEL_REQUIREMENTS = [f"torch=={torch.__version__.split('+')[0]}"]
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}  # `mlflow ui` opens on the runs
 
 
+class Background:
+    """One daemon thread that runs queued calls in order; :meth:`wait` returns once every call queued before it
+    has run. A call that raises is logged and the next one runs (the :class:`Tracker` calls catch their own)."""
+
+    def __init__(self):
+        self.calls: queue.Queue = queue.Queue()
+        self.thread: threading.Thread | None = None
+        self.guard = threading.Lock()
+
+    def submit(self, call) -> None:
+        with self.guard:
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._run, name="mlflow-tracking", daemon=True)
+                self.thread.start()
+        self.calls.put(call)
+
+    def wait(self) -> None:
+        if threading.current_thread() is not self.thread:  # a queued call never waits for itself
+            self.calls.join()
+
+    def _run(self) -> None:
+        while True:
+            call = self.calls.get()
+            try:
+                call()
+            except Exception as error:
+                log.warning(f"MLflow tracking: {type(error).__name__}: {error}")
+            finally:
+                self.calls.task_done()
+
+
+BACKGROUND = Background()  # the process's one tracking thread, started by the first run's first call
+
+
 class Tracker:
     """One MLflow run. Use as a context manager; every method is a no-op after a failure.
 
     A stage opens one run (:func:`stage_tracker`) and, per seed or sweep point, a nested run under it
-    (:meth:`child`), so that `mlflow ui` lists one expandable row per stage invocation.
+    (:meth:`child`), so that `mlflow ui` lists one expandable row per stage invocation. The calls run on
+    :data:`BACKGROUND` in the order they were made; leaving a run that has no parent waits for all of them, so
+    ``client`` and ``run_id`` are only meaningful after that.
     """
 
     def __init__(
-        self, experiment: str, run_name: str, tags: dict[str, str], params: dict[str, str], parent_id: str | None = None
+        self,
+        experiment: str,
+        run_name: str,
+        tags: dict[str, str],
+        params: dict[str, str],
+        parent: Tracker | None = None,
     ):
         self.experiment, self.run_name, self.tags, self.params = experiment, run_name, tags, params
-        self.parent_id = parent_id
+        self.parent = parent  # its run id is known only once its start has run, before this run's start
         self.inputs: list[tuple[str, str, str, str]] = []  # (name, digest, source, context), logged at start
         self.failed = False  # after one warning, no more attempts (nor in child runs)
         self.client = None
@@ -61,9 +111,7 @@ class Tracker:
     def child(self, run_name: str, params: dict[str, str] | None = None, **tags: str) -> Tracker:
         """A run nested under this one (``mlflow.parentRunId``), with this run's tags and ``tags``; its params
         are only what tells it apart from its siblings (seed, arm, size, variant)."""
-        child = Tracker(self.experiment, run_name, {**self.tags, **tags}, params or {}, parent_id=self.run_id)
-        child.failed = self.failed
-        return child
+        return Tracker(self.experiment, run_name, {**self.tags, **tags}, params or {}, parent=self)
 
     def _fail(self, action: str, error: Exception) -> None:
         message = (
@@ -74,8 +122,16 @@ class Tracker:
         self.failed = True
 
     def __enter__(self) -> Tracker:
-        if self.failed or not is_main_process():  # under torchrun, rank 0 alone records the run
-            return self
+        if is_main_process():  # under torchrun, rank 0 alone records the run
+            self.started = time.time()
+            BACKGROUND.submit(self._start)
+        return self
+
+    def _start(self) -> None:
+        if self.parent is not None:
+            self.failed = self.parent.failed
+        if self.failed:
+            return
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -87,8 +143,8 @@ class Tracker:
                 quiet_mlflow_logs()
                 git = git_state()
                 tags = {**self.tags, **git, **provenance(), **context_tags(git["git_commit"])}
-                if self.parent_id is not None:
-                    tags["mlflow.parentRunId"] = self.parent_id
+                if self.parent is not None:
+                    tags["mlflow.parentRunId"] = self.parent.run_id
                 if os.environ.get("DVC_EXP_NAME"):
                     tags["dvc_experiment"] = os.environ["DVC_EXP_NAME"]
                 params = [Param(k, str(v)[:6000]) for k, v in self.params.items()]
@@ -96,7 +152,7 @@ class Tracker:
                     # the sqlite store reads its schema version when made: locked, like any write, it waits
                     self.client = retry_when_locked(lambda: mlflow.MlflowClient(tracking_uri=uri))
                     experiment_id = retry_when_locked(lambda: self._experiment_id(uri))
-                    if self.parent_id is None:
+                    if self.parent is None:
                         retry_when_locked(lambda: mark_dead_runs_killed(self.client, experiment_id))
                     run = retry_when_locked(lambda: self.client.create_run(experiment_id, run_name=self.run_name))
                     self.run_id = run.info.run_id
@@ -108,13 +164,12 @@ class Tracker:
                             synchronous=True,
                         )
                     )
-            if self.parent_id is None:
+            if self.parent is None:
                 self.monitor = start_system_metrics(self.run_id, uri)
         except Exception as error:  # any MLflow or store problem must not stop the stage
             self._fail("start", error)
         for dataset in self.inputs:
-            self.log_input(*dataset)
-        return self
+            self._log_input(*dataset)
 
     def _experiment_id(self, uri: str) -> str:
         found = self.client.get_experiment_by_name(self.experiment)
@@ -139,20 +194,25 @@ class Tracker:
 
     def log_metrics(self, metrics: dict[str, float | None], step: int | None = None) -> None:
         """``metrics`` at ``step``; a None value (step 0's score has no training loss yet) is left out."""
-        metrics = {k: v for k, v in metrics.items() if v is not None}
-        if self.client is None or not metrics:
+        metrics = {k: float(v) for k, v in metrics.items() if v is not None}
+        if metrics:
+            now = int(time.time() * 1000)
+            BACKGROUND.submit(lambda: self._log_metrics(metrics, step or 0, now))
+
+    def _log_metrics(self, metrics: dict[str, float], step: int, now: int) -> None:
+        if self.client is None:
             return
         try:
             from mlflow.entities import Metric
 
-            now = int(time.time() * 1000)
-            batch = [Metric(k, float(v), now, step or 0) for k, v in metrics.items()]
+            batch = [Metric(k, v, now, step) for k, v in metrics.items()]
             retry_when_locked(lambda: self.client.log_batch(self.run_id, metrics=batch, synchronous=True))
         except Exception as error:
             self._fail("log_metrics", error)
 
     def log_artifact(self, path: str | Path, folder: str | None = None) -> None:
-        """A file or folder (a stage's plot, history, confusion data) stored with the run."""
+        """A file or folder (a stage's plot, history, confusion data) stored with the run, as it is now."""
+        BACKGROUND.wait()
         if self.client is None or not Path(path).exists():
             return
         try:
@@ -163,9 +223,9 @@ class Tracker:
         except Exception as error:
             self._fail("log_artifact", error)
 
-    def log_input(self, name: str, digest: str, source: str, context: str) -> None:
-        """The data a run read, as an MLflow dataset input (`mlflow ui`'s Datasets column): ``digest`` is
-        DVC's md5 of the folder, so two runs on the same data show the same digest."""
+    def _log_input(self, name: str, digest: str, source: str, context: str) -> None:
+        """The data a run read (``inputs``), as an MLflow dataset input (`mlflow ui`'s Datasets column):
+        ``digest`` is DVC's md5 of the folder, so two runs on the same data show the same digest."""
         if self.client is None:
             return
         try:
@@ -180,6 +240,7 @@ class Tracker:
     def log_model(self, model, input_example, name: str = "model") -> None:
         """``model`` as an MLflow PyTorch model in the pt2 format (``torch.export``, its batch size free), with a
         signature inferred from ``input_example`` (a batch)."""
+        BACKGROUND.wait()
         if self.client is None:
             return
         try:
@@ -203,15 +264,21 @@ class Tracker:
             self._fail("log_model", error)
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        if not is_main_process():
+            return
+        wall_time = time.time() - self.started
+        BACKGROUND.submit(lambda: self._finish("FINISHED" if exc_type is None else "FAILED", wall_time))
+        if self.parent is None:  # the stage's own run: every call made, before the process may exit
+            BACKGROUND.wait()
+
+    def _finish(self, status: str, wall_time: float) -> None:
         if self.monitor is not None:
             with contextlib.suppress(Exception):
                 self.monitor.finish()  # its last samples are logged before the run ends
         if self.client is None:
             return
         try:
-            wall_time = time.time() - self.started
             retry_when_locked(lambda: self.client.log_metric(self.run_id, "wall_time_s", wall_time))
-            status = "FINISHED" if exc_type is None else "FAILED"
             retry_when_locked(lambda: self.client.set_terminated(self.run_id, status=status))
         except Exception as error:
             self._fail("finish", error)

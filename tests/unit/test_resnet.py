@@ -61,3 +61,24 @@ def test_rejects_non_positive_sizes(kwargs):
     arguments = {"in_channels": 1, "num_classes": 3, "widths": (8,)} | kwargs
     with pytest.raises(ValueError, match="positive sizes"):
         small_resnet(**arguments)
+
+
+def test_a_narrow_resnet_trains_at_the_paper_size_and_the_default_one_runs_channels_last():
+    """Widths under 8 stay in torch's default layout: in NHWC, on an AVX2-only CPU with torch 2.14.1, the backward
+    pass of the 4 -> 8 strided 1x1 shortcut at 224 px wrote past its buffer (a segfault, "free(): invalid next
+    size", or a hang of the next step). A fresh process, so that a corrupted heap shows as its exit status."""
+    import subprocess
+    import sys
+
+    step = (
+        "import torch; from pipeline.resnet import small_resnet; torch.set_num_threads(2); torch.manual_seed(0)\n"
+        "model = small_resnet(3, 3, widths=(4, 8))\n"
+        "for _ in range(3): model(torch.randn(4, 3, 224, 224)).sum().backward()\n"
+        "print('trained')"
+    )
+    done = subprocess.run([sys.executable, "-c", step], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, "trained"), done.stderr[-2000:]
+    narrow = small_resnet(3, 3, widths=(4, 8))
+    default = small_resnet(1, 3, widths=tuple(params_with().data_hunger.cnn_widths))
+    assert not narrow[0].weight.is_contiguous(memory_format=torch.channels_last)
+    assert default[0].weight.is_contiguous(memory_format=torch.channels_last)

@@ -125,12 +125,17 @@ def test_the_real_step_probe_is_stable_and_cached_across_processes(tmp_path, mon
     of 2 even beside another test worker (the old 256x256 matmul probe read 134x, then 1x, on one machine; the
     median of our ViT's steps 1.38x then 0.53x beside a worker, and 0.41x then 2.09x; the fastest of 9 steps
     1.52x then 2.67x beside a worker running the end-to-end tests, 1.52x, 1.53x, 1.53x beside one training
-    process), and the answer written to the cache is what a later process reads without measuring."""
+    process), and the answer written to the cache is what a later process reads without measuring. Far below the
+    line, where bf16 is emulated (an AVX2-only EPYC read 0.17x then 0.08x beside a worker), only the verdict
+    must agree: there the emulated steps' times vary with the load, and no reading near the line is in sight."""
     monkeypatch.setenv("PIPELINE_CACHE_DIR", str(tmp_path))
     first = runtime_module.measure_bf16_step_speedup(reps=15)  # the default: what a stage measures
     second = runtime_module.measure_bf16_step_speedup(reps=15)
     assert 0.02 < first < 50 and 0.02 < second < 50
-    assert 1 / 2 < first / second < 2
+    line = runtime_module.MIN_BF16_SPEEDUP
+    assert (first >= line) == (second >= line), f"the probe read {first:.2f}x, then {second:.2f}x"
+    if max(first, second) > line / 2:  # near the line the size counts too
+        assert 1 / 2 < first / second < 2
     runtime_module.bf16_step_speedup.cache_clear()
     try:
         measured = runtime_module.bf16_step_speedup(reps=3)

@@ -52,11 +52,13 @@ def test_tracker_warns_and_carries_on_when_mlflow_is_unreachable(tmp_path, monke
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")
     monkeypatch.setenv("DVC_ROOT", str(tmp_path))
     with Tracker("vit-test", "run", {"stage": "x"}, {"a": "1"}) as tracker:
-        assert tracker.client is None
-        assert "warning: MLflow start failed" in capsys.readouterr().err
+        with tracker.child("seed0") as child:
+            child.log_metrics({"test_acc": 1.0}, step=1)
         tracker.log_metrics({"test_acc": 1.0}, step=1)
         tracker.log_artifact(blocker)
-    assert capsys.readouterr().err == ""  # a no-op after the failure: no second attempt, no second warning
+    assert tracker.client is None and child.client is None and child.failed
+    # a no-op after the failure: one warning, no second attempt (nor in the child run)
+    assert capsys.readouterr().err.count("warning: MLflow") == 1
 
 
 def test_runs_carry_source_version_user_host_and_pid_and_the_experiment_opens_on_its_runs(tmp_path, monkeypatch):
@@ -72,7 +74,8 @@ def test_runs_carry_source_version_user_host_and_pid_and_the_experiment_opens_on
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("DVC_ROOT", str(tmp_path))
     with Tracker("vit-test", "one", {"stage": "x"}, {}) as tracker:
-        assert tracker.client is not None
+        pass
+    assert tracker.client is not None
     client = mlflow.MlflowClient(tracking_uri=uri)
     run = client.get_run(tracker.run_id)
     tags = run.data.tags
@@ -81,6 +84,42 @@ def test_runs_carry_source_version_user_host_and_pid_and_the_experiment_opens_on
     assert (tags["host"], tags["pid"]) == (platform.node(), str(os.getpid()))
     experiment = client.get_experiment_by_name("vit-test")
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+def test_the_stage_trains_while_mlflow_starts_and_every_call_lands_in_order(tmp_path, monkeypatch):
+    import threading
+
+    import mlflow
+
+    from pipeline import tracking
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("DVC_ROOT", str(tmp_path))
+    stage_went_on = threading.Event()
+    git_state = tracking.git_state
+
+    def git_state_once_the_stage_went_on():  # the start's first MLflow-side call waits for the stage's next line
+        assert stage_went_on.wait(timeout=20), "the stage waited for MLflow's start"
+        return git_state()
+
+    monkeypatch.setattr(tracking, "git_state", git_state_once_the_stage_went_on)
+    with tracking.Tracker("vit-test", "stage", {}, {}) as stage:
+        stage_went_on.set()  # a synchronous start would still be waiting above, and then fail
+        for seed in (0, 1):
+            with stage.child(f"seed{seed}", {"seed": str(seed)}) as child:
+                for step in range(1, 4):
+                    child.log_metrics({"val_acc": seed + step / 10}, step=step)
+    assert not stage.failed and not child.failed
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    experiment_id = client.get_experiment_by_name("vit-test").experiment_id
+    runs = {run.info.run_name: run for run in client.search_runs([experiment_id])}
+    assert set(runs) == {"stage", "seed0", "seed1"} and all(r.info.status == "FINISHED" for r in runs.values())
+    for seed in (0, 1):
+        run = runs[f"seed{seed}"]
+        assert run.data.tags["mlflow.parentRunId"] == stage.run_id
+        history = client.get_metric_history(run.info.run_id, "val_acc")
+        assert sorted((m.step, m.value) for m in history) == [(s, seed + s / 10) for s in range(1, 4)]
 
 
 def test_a_run_whose_process_died_is_marked_killed_when_the_next_stage_starts(tmp_path, monkeypatch):
@@ -229,7 +268,7 @@ def test_a_dead_or_stalled_tracking_server_costs_seconds_and_one_warning(server,
 def test_a_stage_run_records_system_metrics(tmp_path, monkeypatch):
     import mlflow
 
-    from pipeline.tracking import Tracker
+    from pipeline.tracking import BACKGROUND, Tracker
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -237,6 +276,7 @@ def test_a_stage_run_records_system_metrics(tmp_path, monkeypatch):
     import time
 
     with Tracker("vit-system", "run", {}, {}) as tracker:
+        BACKGROUND.wait()  # the monitor starts with the run, in the background, while a stage trains
         time.sleep(1.0)
     metrics = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").get_run(tracker.run_id).data.metrics
     assert "system/cpu_utilization_percentage" in metrics and "system/system_memory_usage_megabytes" in metrics
