@@ -193,11 +193,16 @@ class Tracker:
         self.log_metrics(numbers, step=record[step])
 
     def log_metrics(self, metrics: dict[str, float | None], step: int | None = None) -> None:
-        """``metrics`` at ``step``; a None value (step 0's score has no training loss yet) is left out."""
-        metrics = {k: float(v) for k, v in metrics.items() if v is not None}
-        if metrics:
+        """``metrics`` at ``step``; a None value (step 0's score has no training loss yet) is left out. The values
+        are read now (a tensor may change after the call), and logged in the background."""
+        try:
+            numbers = {k: float(v) for k, v in metrics.items() if v is not None}
+        except (TypeError, ValueError) as error:  # a value that is no number: a warning, as for MLflow's errors
+            BACKGROUND.submit(lambda failure=error: self.client is not None and self._fail("log_metrics", failure))
+            return
+        if numbers:
             now = int(time.time() * 1000)
-            BACKGROUND.submit(lambda: self._log_metrics(metrics, step or 0, now))
+            BACKGROUND.submit(lambda: self._log_metrics(numbers, step or 0, now))
 
     def _log_metrics(self, metrics: dict[str, float], step: int, now: int) -> None:
         if self.client is None:

@@ -122,6 +122,20 @@ def test_the_stage_trains_while_mlflow_starts_and_every_call_lands_in_order(tmp_
         assert sorted((m.step, m.value) for m in history) == [(s, seed + s / 10) for s in range(1, 4)]
 
 
+def test_a_value_that_is_no_number_warns_once_and_the_stage_goes_on(tmp_path, monkeypatch, capsys):
+    from pipeline.tracking import Tracker
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("DVC_ROOT", str(tmp_path))
+    with Tracker("vit-test", "run", {}, {}) as tracker:
+        tracker.log_metrics({"val_acc": "high"}, step=1)
+        tracker.log_metrics({"val_acc": object()}, step=2)
+        tracker.log_metrics({"val_acc": 0.5}, step=3)  # after the failure: not tried
+    err = capsys.readouterr().err
+    assert err.count("warning: MLflow") == 1 and "MLflow log_metrics failed (ValueError" in err
+    assert tracker.failed and tracker.client is None
+
+
 def test_a_run_whose_process_died_is_marked_killed_when_the_next_stage_starts(tmp_path, monkeypatch):
     import platform
     import subprocess
