@@ -1,6 +1,8 @@
 """The README's results table is generated from metrics/evaluate.json."""
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from pipeline.tools import report
@@ -123,3 +125,15 @@ def test_differing_grids_are_listed_once_per_grid_with_their_sizes():
     table = report.precision_table(change | {"grids": {"cnn": {"10": old, "75": old}}})
     assert "small ResNet from scratch at 10, 75 per class: 0.001, 0.003, 0.01 in the committed run" in table
     assert "Learning-rate grids" not in report.precision_table(change | {"grids": {}})
+
+
+def test_the_committed_second_run_comparisons_are_what_their_point_files_give():
+    """``metrics/precision_change*.json`` are rewritten by hand after a second run's files change: a file left
+    stale (a point file replaced, the comparison not rerun) would put old verdicts in docs/reproducibility.md."""
+    for name in ("precision_change.json", "precision_change_zen4.json"):
+        committed = json.loads((REPO / "metrics" / name).read_text())
+        result = subprocess.run(
+            [sys.executable, "benchmarks/precision_change.py", committed["other_source"]],
+            cwd=REPO, capture_output=True, text=True, timeout=120, check=True,
+        )  # fmt: skip
+        assert json.loads(result.stdout) == committed, f"rerun: python benchmarks/precision_change.py ... > {name}"

@@ -52,6 +52,26 @@ def grid_rerun() -> dict:
     return next(run for run in committed("repro_time.json")["partial_runs"] if run.get("purpose") == "grid_rerun")
 
 
+def zen4_grid_rerun() -> dict:
+    """The Zen 4 second run's small ResNet and transfer arms, rerun with the widened grids."""
+    return next(run for run in committed("repro_time.json")["partial_runs"] if run.get("purpose") == "zen4_grid_rerun")
+
+
+def cnn_curve_seconds(run: dict) -> float:
+    return sum(seconds for stage, seconds in run["stage_seconds"].items() if stage.startswith("sweep_cnn@"))
+
+
+def verdicts_held(name: str) -> str:
+    """The verdicts that held, "held of compared", in a second run's comparison file."""
+    change = committed(name)
+    return f"{change['held']} of {change['compared']}"
+
+
+def second_machine(stage: str) -> float:
+    """A stage of the Zen 4 grid rerun that ran on a second machine of that kind."""
+    return zen4_grid_rerun()["second_machine_stage_seconds"][stage]
+
+
 def partial_minutes() -> float:
     return sum(partial_run()["stage_seconds"].values()) / 60
 
@@ -123,6 +143,16 @@ QUOTED = [
     (REPRODUCIBILITY, "took {:.1f} ms in bf16", lambda: bf16_check()["vit_step_ms_batch64"]["bf16"]),
     (REPRODUCIBILITY, "against {:.1f} ms in fp32", lambda: bf16_check()["vit_step_ms_batch64"]["fp32"]),
     (REPRODUCIBILITY, "`linear_probe` {:.1f} s, with", lambda: repro("cpu fp32")["stage_seconds"]["linear_probe"]),
+    ("README.md", "kept {} and", lambda: verdicts_held("precision_change.json")),
+    ("README.md", "and {} verdicts, every interval", lambda: verdicts_held("precision_change_zen4.json")),
+    (REPRODUCIBILITY, "{} of the curve's", lambda: verdicts_held("precision_change.json").split(" of ")[0]),
+    (REPRODUCIBILITY, "overlaps and {} verdicts held", lambda: verdicts_held("precision_change_zen4.json")),
+    (REPRODUCIBILITY, "took {:.1f} s for the small ResNet's curve", lambda: cnn_curve_seconds(zen4_grid_rerun())),
+    (REPRODUCIBILITY, "against {:.1f} s in bf16 on the grid", lambda: cnn_curve_seconds(grid_rerun())),
+    (REPRODUCIBILITY, "{:.1f} s for the transfer arms at 1,000", lambda: second_machine("sweep_pretrained@4")),
+    (REPRODUCIBILITY, "against {:.1f} s there", lambda: grid_rerun()["stage_seconds"]["sweep_pretrained@4"]),
+    (REPRODUCIBILITY, "stage took {:.1f} s against", lambda: second_machine("masked_patch")),
+    (REPRODUCIBILITY, "against {:.1f} s on the first", lambda: zen4_grid_rerun()["stage_seconds"]["masked_patch"]),
 ]
 NOT_RESULTS = {  # decimal numbers in the prose that no rerun changes
     "3.10": "the Python version the project needs",
