@@ -173,17 +173,33 @@ def ablation_table(ablation: dict) -> str:
     return "\n".join(lines)
 
 
-def readings(comparisons: dict) -> str:
+# The second runs of the curve (docs/reproducibility.md): their comparison files and how a reading names them.
+SECOND_RUNS = {"precision_change.json": "the fp32 rerun", "precision_change_zen4.json": "the Zen 4 rerun"}
+
+
+def verdicts_elsewhere(pair: str, n: str, verdict: str, second_runs: dict[str, dict]) -> str:
+    """Each second run's verdict on ``pair`` at ``n`` where it is not ``verdict``: "; *level* in the fp32 rerun"."""
+    moved = [(name, change["comparisons"].get(n, {}).get(pair)) for name, change in second_runs.items()]
+    return "".join(
+        f"; *{c['other']['verdict']}* in {name}" for name, c in moved if c and c["other"]["verdict"] != verdict
+    )
+
+
+def readings(comparisons: dict, second_runs: dict[str, dict] | None = None) -> str:
     """One generated sentence per stated comparison: at which sizes A is ahead of, level with or behind B (95%
-    paired t interval over the seeds), with the difference at each size. Hand-written prose cites these rather
-    than numbers of its own."""
+    paired t interval over the seeds), with the difference at each size, and the verdict of each second run
+    (``second_runs``: a name for each precision_change file) where it differs. Hand-written prose cites these
+    rather than numbers of its own."""
     lines = []
     for pair, by_size in comparisons["curve"].items():
         a, b = pair.split("-")
         groups: dict[str, list[str]] = {"ahead": [], "level": [], "behind": []}
         for n in sorted(by_size, key=int):
             d = by_size[n]
-            groups[d["verdict"]].append(f"{n} ({signed(d['mean'])} [{signed(d['low'])}, {signed(d['high'])}])")
+            elsewhere = verdicts_elsewhere(pair, n, d["verdict"], second_runs or {})
+            groups[d["verdict"]].append(
+                f"{n} ({signed(d['mean'])} [{signed(d['low'])}, {signed(d['high'])}]{elsewhere})"
+            )
         parts = [f"{verdict} at {', '.join(sizes)}" for verdict, sizes in groups.items() if sizes]
         lines.append(f"- **{REGISTRY[a].label}** against **{REGISTRY[b].label}**: " + "; ".join(parts) + " per class.")
     return "\n".join(lines)
@@ -354,7 +370,7 @@ def generated_blocks() -> dict[str, str]:
                   f"each seed its own nested subsets; trained arms chosen on {curve['n_val']} validation images.\n\n"
                   + curve_table(curve)),
         "comparisons": comparisons_table(comparisons),
-        "readings": readings(comparisons),
+        "readings": readings(comparisons, {name: read_metrics(file) for file, name in SECOND_RUNS.items()}),
         "pretraining": pretraining_table(read_metrics("pretraining_scale.json")),
         "backbone_data": backbone_data_table(read_metrics("pretraining_scale.json")),
         "precision": precision_table(read_metrics("precision_change.json")),

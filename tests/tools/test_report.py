@@ -94,6 +94,30 @@ def test_readings_group_the_sizes_by_verdict():
     )
 
 
+def test_readings_name_each_second_run_whose_verdict_differs():
+    from pipeline.tools.report import readings
+
+    ahead = {"mean": 0.05, "low": 0.01, "high": 0.09, "verdict": "ahead"}
+    level = {"mean": 0.01, "low": -0.02, "high": 0.04, "verdict": "level"}
+
+    def second_run(verdict: str) -> dict:
+        return {"comparisons": {"10": {"linear-scratch": {"other": level | {"verdict": verdict}}}}}
+
+    line = readings(
+        {"curve": {"linear-scratch": {"10": ahead, "25": level}}},
+        {
+            "the fp32 rerun": second_run("level"),
+            "the Zen 4 rerun": second_run("ahead"),
+            "a short rerun": {"comparisons": {}},
+        },
+    )
+    assert (
+        "ahead at 10 (+0.050 [+0.010, +0.090]; *level* in the fp32 rerun); level at 25 (+0.010 [-0.020, +0.040])"
+        in line
+    )
+    assert "Zen 4" not in line and "short" not in line  # the same verdict, and a run without that size
+
+
 def test_precision_table_adds_the_pretraining_axis_and_the_means_of_a_full_second_run():
     from pipeline.tools.report import precision_table
 
