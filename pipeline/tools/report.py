@@ -177,12 +177,16 @@ def ablation_table(ablation: dict) -> str:
 SECOND_RUNS = {"precision_change.json": "the fp32 rerun", "precision_change_zen4.json": "the Zen 4 rerun"}
 
 
-def verdicts_elsewhere(pair: str, n: str, verdict: str, second_runs: dict[str, dict]) -> str:
-    """Each second run's verdict on ``pair`` at ``n`` where it is not ``verdict``: "; *level* in the fp32 rerun"."""
-    moved = [(name, change["comparisons"].get(n, {}).get(pair)) for name, change in second_runs.items()]
-    return "".join(
-        f"; *{c['other']['verdict']}* in {name}" for name, c in moved if c and c["other"]["verdict"] != verdict
-    )
+def verdicts_elsewhere(pair: str, n: str, shown: dict, second_runs: dict[str, dict]) -> str:
+    """Each second run's verdict on ``pair`` at ``n`` where it is not the ``shown`` comparison's: "; *level* in
+    the fp32 rerun". A second run compared with other results than these (after a rerun here) names none."""
+    found = [(name, change["comparisons"].get(n, {}).get(pair)) for name, change in second_runs.items()]
+    moved = [
+        (name, c["other"]["verdict"])
+        for name, c in found
+        if c and c["reference"]["mean"] == shown["mean"] and c["other"]["verdict"] != shown["verdict"]
+    ]
+    return "".join(f"; *{verdict}* in {name}" for name, verdict in moved)
 
 
 def readings(comparisons: dict, second_runs: dict[str, dict] | None = None) -> str:
@@ -196,7 +200,7 @@ def readings(comparisons: dict, second_runs: dict[str, dict] | None = None) -> s
         groups: dict[str, list[str]] = {"ahead": [], "level": [], "behind": []}
         for n in sorted(by_size, key=int):
             d = by_size[n]
-            elsewhere = verdicts_elsewhere(pair, n, d["verdict"], second_runs or {})
+            elsewhere = verdicts_elsewhere(pair, n, d, second_runs or {})
             groups[d["verdict"]].append(
                 f"{n} ({signed(d['mean'])} [{signed(d['low'])}, {signed(d['high'])}]{elsewhere})"
             )
