@@ -153,6 +153,7 @@ QUOTED = [
     (REPRODUCIBILITY, "against {:.1f} s there", lambda: grid_rerun()["stage_seconds"]["sweep_pretrained@4"]),
     (REPRODUCIBILITY, "stage took {:.1f} s against", lambda: second_machine("masked_patch")),
     (REPRODUCIBILITY, "against {:.1f} s on the first", lambda: zen4_grid_rerun()["stage_seconds"]["masked_patch"]),
+    (REPRODUCIBILITY, "1,000 per class, in {:.1f} s.", lambda: second_machine("sweep_scratch@4")),
 ]
 NOT_RESULTS = {  # decimal numbers in the prose that no rerun changes
     "3.10": "the Python version the project needs",
