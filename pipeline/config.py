@@ -334,11 +334,17 @@ class MaskedPatchConfig(EpochRecipe):
     bits: int  # the target: each corrupted patch's mean intensity per channel, quantised to this many bits
     seed: int
     decision_shots: int  # go if its validation few-shot accuracy here beats the supervised ViT on the whole pool
+    # issue 21's stretch, pre-registered: the same recipe for more epochs (stage masked_patch_long), a success if
+    # its few-shot probe at stretch_shots beats the pixel probe on the test set, paired interval above zero
+    stretch_epochs: int
+    stretch_shots: int
 
     def validate(self, key: str) -> None:
         super().validate(key)
         _check(0 < self.mask_fraction < 1, f"{key}.mask_fraction", "must be in (0, 1)")
         _check(1 <= self.bits <= 8, f"{key}.bits", "must be between 1 and 8")
+        _check(self.stretch_epochs > self.epochs, f"{key}.stretch_epochs",
+               f"must be more than {key}.epochs ({self.epochs}), got {self.stretch_epochs}")  # fmt: skip
 
 
 # The collapse, isolated: seed 000's recipe with only its weight decay changed (pipeline.arms.DECAY_VARIANTS).
@@ -387,6 +393,9 @@ class Params:
         _check(self.masked_patch.decision_shots in self.pretraining_scale.shots, "masked_patch.decision_shots",
                f"must be one of pretraining_scale.shots {self.pretraining_scale.shots}, got "
                f"{self.masked_patch.decision_shots}")  # fmt: skip
+        _check(self.masked_patch.stretch_shots in self.pretraining_scale.shots, "masked_patch.stretch_shots",
+               f"must be one of pretraining_scale.shots {self.pretraining_scale.shots}, got "
+               f"{self.masked_patch.stretch_shots}")  # fmt: skip
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if dataclasses.is_dataclass(value):

@@ -42,12 +42,14 @@ def few_shot(
 
 
 def gather(
-    items: list[dict], masked: dict, pixels: dict[str, dict], decision_shots: int, masked_pool: dict | None = None
-) -> dict:
+    items: list[dict], masked: dict, pixels: dict[str, dict], decision_shots: int, masked_pool: dict | None = None,
+    masked_long: dict | None = None,
+) -> dict:  # fmt: skip
     """``{arch: {n_pretrain: {shots: {mean, std, per_seed, val}}}}`` for vit, resnet and vit_masked_patch (the
-    default on pool + target images and, given ``masked_pool``, its pool-only twin at the pool's size), the pixel
-    probe, each backbone's pool test accuracy and parameters, and the masked-patch go/no-go decision (the
-    default's: it was pre-registered for it)."""
+    default on pool + target images and, given ``masked_pool``, its pool-only twin at the pool's size), given
+    ``masked_long`` vit_masked_patch_long (the stretch: the default's images, more epochs), the pixel probe, each
+    backbone's pool test accuracy and parameters, and the masked-patch go/no-go decision (the default's: it was
+    pre-registered for it)."""
     result: dict = {arch: {} for arch in (*ARCHES, "vit_masked_patch")}
     pool_test, parameters = {arch: {} for arch in ARCHES}, {}
     for item in items:
@@ -59,6 +61,9 @@ def gather(
         result["vit_masked_patch"][str(masked_pool["n_pretrain"])] = masked_pool["few_shot"]
         result["vit_masked_patch_sizes"] = {"all": masked["n_pretrain"], "pool": masked_pool["n_pretrain"]}
     parameters["vit_masked_patch"] = masked["trained_parameters"]
+    if masked_long is not None:
+        result["vit_masked_patch_long"] = {str(masked_long["n_pretrain"]): masked_long["few_shot"]}
+        result["vit_masked_patch_long_epochs"] = masked_long["epochs"]
     supervised = result["vit"][max(result["vit"], key=int)][str(decision_shots)]["val"]["mean"]
     challenger = masked["few_shot"][str(decision_shots)]["val"]["mean"]
     result["decision"] = {
@@ -71,13 +76,29 @@ def gather(
     return result | {"pixels": pixels, "pool_test_acc": pool_test, "trained_parameters": parameters}
 
 
+def stretch_outcome(metrics: dict, comparisons: dict, shots: int) -> dict:
+    """Issue 21's pre-registered stretch (params.yaml ``masked_patch.stretch_*``), applied on the test set as it
+    was written: the longer-trained masked-patch ViT against the pixel probe at ``shots`` per class, paired by
+    seed; a success only if the whole 95% interval is above zero."""
+    size = next(iter(metrics["vit_masked_patch_long"]))
+    difference = comparisons["vit_masked_patch_long-pixels"][f"{size}/{shots}"]
+    return {
+        "rule": f"success if the masked-patch ViT pretrained for {metrics['vit_masked_patch_long_epochs']} epochs "
+        f"beats the few-shot probe on raw pixels at {shots} per class on the test set (paired over seeds, 95% t "
+        "interval above 0)",
+        "shots": shots,
+        "difference": difference,
+        "success": difference["low"] > 0,
+    }
+
+
 def scale_csv(metrics: dict) -> str:
     """``plots/pretraining_scale.csv`` for `dvc plots`: one row per backbone, pretraining size and shots; the
     pixel probe repeated at every size of the axis (a flat line)."""
     rows = ["arch,n_pretrain,shots,test_acc,test_acc_std"]
     sizes = sorted({int(n) for arch in ARCHES for n in metrics[arch]})
-    for arch in (*ARCHES, "vit_masked_patch"):
-        for n, by_shots in sorted(metrics[arch].items(), key=lambda i: int(i[0])):
+    for arch in (*ARCHES, "vit_masked_patch", "vit_masked_patch_long"):
+        for n, by_shots in sorted(metrics.get(arch, {}).items(), key=lambda i: int(i[0])):
             rows += [f"{arch},{n},{s},{v['mean']:.6g},{v['std']:.6g}" for s, v in by_shots.items()]
     for s, v in metrics["pixels"].items():
         rows += [f"pixels,{n},{s},{v['mean']:.6g},{v['std']:.6g}" for n in sizes]

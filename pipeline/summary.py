@@ -44,7 +44,7 @@ def pretraining_headline(pretraining: dict) -> dict:
     empty for the paper preset, which has no pretraining-size axis."""
     result = {
         arch: {size: shots[HEADLINE_SHOTS]["mean"] for size, shots in pretraining[arch].items()}
-        for arch in ("vit", "resnet", "vit_masked_patch")
+        for arch in ("vit", "resnet", "vit_masked_patch", "vit_masked_patch_long")
         if pretraining.get(arch)
     }
     if "pixels" in pretraining:
@@ -64,8 +64,9 @@ def count_numbers(value) -> int:
 def scale_comparisons(scale: dict) -> dict[str, dict[str, dict]]:
     """The pretraining-size axis's stated comparisons, paired by seed (each seed draws the same shots for every
     backbone): ``{"A-B": {"<n_pretrain>/<shots>": paired_difference}}`` for the ResNet against the ViT and each
-    against the pixel probe at every pretraining size, and the masked-patch ViT against the supervised ViT on the
-    whole pool and against pixels."""
+    against the pixel probe at every pretraining size, the masked-patch ViT against the supervised ViT on the
+    whole pool and against pixels, and the longer-trained masked-patch ViT (the stretch) against pixels and the
+    default."""
     from pipeline.stats import paired_difference
 
     def per_seed(arch: str, size: str, shots: str) -> list[float]:
@@ -83,6 +84,12 @@ def scale_comparisons(scale: dict) -> dict[str, dict[str, dict]]:
                 f"{masked_size}/{n}": paired_difference(per_seed("vit_masked_patch", masked_size, n),
                                                         per_seed(b, b_size, n)) for n in shots
             })  # fmt: skip
+    for long_size in scale.get("vit_masked_patch_long", {}):  # the stretch, against pixels and the default
+        for b in ("pixels", "vit_masked_patch"):
+            result[f"vit_masked_patch_long-{b}"] = {
+                f"{long_size}/{n}": paired_difference(per_seed("vit_masked_patch_long", long_size, n),
+                                                      per_seed(b, long_size, n)) for n in shots
+            }  # fmt: skip
     if "vit_masked_patch_sizes" in scale:  # what the target classes' unlabeled images add: pool + target - pool
         everything, pool = (str(scale["vit_masked_patch_sizes"][k]) for k in ("all", "pool"))
         result["vit_masked_patch-vit_masked_patch_pool"] = {

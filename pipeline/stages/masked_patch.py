@@ -8,10 +8,15 @@ Offline preset only.
 ``python -m pipeline.stages.masked_patch pool`` (dvc stage ``masked_patch_pool``): the same recipe on the pool's
 42,000 images alone, no target-class image (as the supervised backbone), scored by the same probe, its model
 not kept: what the target classes' unlabeled images add to the default backbone, measured, not assumed.
+
+``python -m pipeline.stages.masked_patch long`` (dvc stage ``masked_patch_long``): issue 21's pre-registered
+stretch, the default's images and recipe for ``masked_patch.stretch_epochs`` (its schedule spanning them all),
+scored by the same probe, its model not kept; ``pretraining_scale`` applies its rule.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import torch
@@ -32,35 +37,36 @@ from pipeline.scale import few_shot
 from pipeline.tracking import stage_tracker
 from pipeline.trunk import Trunk, features
 
-# the transfer arms' backbone (pool + target images) and its pool-only twin, reported beside it
+# the transfer arms' backbone (pool + target images), its pool-only twin and its longer-trained stretch
 OUTPUTS = {"all": paths.METRICS / "pretraining_scale" / "vit_masked_patch.json",
-           "pool": paths.METRICS / "pretraining_scale" / "vit_masked_patch_pool.json"}  # fmt: skip
+           "pool": paths.METRICS / "pretraining_scale" / "vit_masked_patch_pool.json",
+           "long": paths.METRICS / "pretraining_scale" / "vit_masked_patch_long.json"}  # fmt: skip
+RUN_NAMES = {"all": "masked_patch", "pool": "masked_patch_pool", "long": "masked_patch_long"}
 MODEL = paths.MASKED_PATCH
 
 
 @stage_main
 def main() -> None:
     params = load_params()
-    if sys.argv[1:] not in ([], ["pool"]):
-        raise UserError(f"usage: python -m pipeline.stages.masked_patch [pool], got {sys.argv[1:]}")
-    images_from = "pool" if sys.argv[1:] == ["pool"] else "all"
+    if sys.argv[1:] not in ([], ["pool"], ["long"]):
+        raise UserError(f"usage: python -m pipeline.stages.masked_patch [pool|long], got {sys.argv[1:]}")
+    variant = sys.argv[1] if sys.argv[1:] else "all"
     if params.preset != "offline":
-        if images_from == "all":
+        if variant == "all":
             save_state(MODEL, {})
-        write_json(
-            OUTPUTS[images_from], {"preset": params.preset, "skipped": "the paper preset's backbone is ImageNet's"}
-        )
+        write_json(OUTPUTS[variant], {"preset": params.preset, "skipped": "the paper preset's backbone is ImageNet's"})
         return
     runtime, cfg, batch = resolve_runtime(params.runtime), params.masked_patch, params.evaluate.batch_size
+    if variant == "long":
+        cfg = dataclasses.replace(cfg, epochs=cfg.stretch_epochs)
     if runtime.world_size > 1:
         raise UserError("masked_patch trains in one process; run it without torchrun (`dvc repro masked_patch`)")
     pool, target = load_split(paths.PREPARED / "pool_train.pt"), sweep_train_set("offline", "pretrained")
     require_per_class(target, max(params.pretraining_scale.shots), SHOTS_KEY)  # before training, not after
     # labels unused: every image is class 0; "pool" leaves out every target-class image, as the supervised backbone
-    images = pool.images if images_from == "pool" else torch.cat([pool.images, target.images])
+    images = pool.images if variant == "pool" else torch.cat([pool.images, target.images])
     unlabeled = ImageSet(images, torch.zeros(len(images), dtype=torch.long), ["unlabeled"], pool.mean, pool.std)
-    run_name = "masked_patch" if images_from == "all" else "masked_patch_pool"
-    with stage_tracker(params, run_name, seed=cfg.seed, runtime=runtime, arch="vit_masked_patch") as tracker:
+    with stage_tracker(params, RUN_NAMES[variant], seed=cfg.seed, runtime=runtime, arch="vit_masked_patch") as tracker:
         generator = seed_everything(cfg.seed)
         vit = ViT(vit_config(params.offline.model, num_classes=len(target.classes), pool="mean"))
         model = MaskedPatchModel(vit, cfg.bits).to(runtime.device)
@@ -78,11 +84,11 @@ def main() -> None:
             params.data_hunger.probe_regs,
         )  # fmt: skip
         tracker.log_metrics({f"few_shot_{n}": r["mean"] for n, r in result.items()})
-    if images_from == "all":
+    if variant == "all":
         save_state(MODEL, {k: v.cpu() for k, v in vit.state_dict().items()})
-    write_json(OUTPUTS[images_from], {"arch": "vit_masked_patch", "n_pretrain": len(unlabeled), "epochs": cfg.epochs,
+    write_json(OUTPUTS[variant], {"arch": "vit_masked_patch", "n_pretrain": len(unlabeled), "epochs": cfg.epochs,
                "trained_parameters": count_parameters(model), "history": history, "few_shot": result,
-               "runtime": runtime.describe()} | ({"images": "pool"} if images_from == "pool" else {}))  # fmt: skip
+               "runtime": runtime.describe()} | ({"images": "pool"} if variant == "pool" else {}))  # fmt: skip
     log.info("masked_patch few-shot: " + ", ".join(f"{n}/class {r['mean']:.3f}" for n, r in result.items()))
 
 

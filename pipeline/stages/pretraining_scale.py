@@ -3,8 +3,9 @@ plots/pretraining_scale.png (the paper's Figure 4 in miniature) and plots/pretra
 
 The JSON is ``{arch: {n_pretrain: {shots: {mean, std, per_seed, val}}}}`` for ``vit``, ``resnet`` and
 ``vit_masked_patch`` (few-shot test accuracy; ``val``: the same probe on the validation split), with the
-pixel probe at the same shots and seeds, each backbone's pool test accuracy, and ``decision``: the masked-patch
-go/no-go rule of params.yaml applied on validation numbers (never test).
+pixel probe at the same shots and seeds, each backbone's pool test accuracy, ``decision``: the masked-patch
+go/no-go rule of params.yaml applied on validation numbers (never test), and ``stretch``: issue 21's
+pre-registered stretch (``vit_masked_patch_long``, the default trained longer) applied as written, on test.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pipeline.files import read_json, write_json, write_text
 from pipeline.logs import stage_log as log
 from pipeline.plotting import plot_pretraining_scale, save_note
 from pipeline.probe import flat_pixels
-from pipeline.scale import ARCHES, few_shot, gather, scale_csv
+from pipeline.scale import ARCHES, few_shot, gather, scale_csv, stretch_outcome
 from pipeline.summary import scale_comparisons
 from pipeline.tracking import stage_tracker
 
@@ -43,22 +44,30 @@ def main() -> None:
     val, test = val_set("scratch"), load_split(paths.prepared_split("scratch", "test"))
     pixels = few_shot(flat_pixels, sweep_train_set("offline", "scratch"), val, test, cfg.shots, params.seeds,
                       params.data_hunger.probe_regs)  # fmt: skip
-    metrics = gather(items, masked, pixels, params.masked_patch.decision_shots, read_item("vit_masked_patch_pool"))
+    metrics = gather(items, masked, pixels, params.masked_patch.decision_shots, read_item("vit_masked_patch_pool"),
+                     read_item("vit_masked_patch_long"))  # fmt: skip
     metrics |= {"preset": params.preset, "n_val": len(val), "n_test": len(test), "seeds": params.seeds}
     metrics["comparisons"] = scale_comparisons(metrics)  # paired by seed, 95% t intervals
+    metrics["stretch"] = stretch_outcome(metrics, metrics["comparisons"], params.masked_patch.stretch_shots)
     write_json(paths.METRICS / "pretraining_scale.json", metrics)
     write_text(paths.PLOTS / "pretraining_scale.csv", scale_csv(metrics))
     plot_pretraining_scale(metrics)
     with stage_tracker(params, "pretraining_scale") as tracker:
-        for arch in (*ARCHES, "vit_masked_patch"):
+        for arch in (*ARCHES, "vit_masked_patch", "vit_masked_patch_long"):
             for n, by_shots in metrics[arch].items():
                 tracker.log_metrics({f"few_shot.{arch}.{s}": v["mean"] for s, v in by_shots.items()}, step=int(n))
-        tracker.log_metrics({"decision.go": float(metrics["decision"]["go"])})
+        tracker.log_metrics({"decision.go": float(metrics["decision"]["go"]),
+                             "stretch.success": float(metrics["stretch"]["success"])})  # fmt: skip
         tracker.log_artifact(paths.METRICS / "pretraining_scale.json")
         tracker.log_artifact(paths.PLOTS / "pretraining_scale.png")
-    decision = metrics["decision"]
+    decision, stretch = metrics["decision"], metrics["stretch"]
     log.info(f"pretraining_scale: masked patch {'GO' if decision['go'] else 'NO-GO'} (validation few-shot "
              f"{decision['masked_patch_val']:.3f} vs supervised {decision['supervised_val']:.3f})")  # fmt: skip
+    gap = stretch["difference"]
+    log.info(
+        f"pretraining_scale: stretch {'SUCCESS' if stretch['success'] else 'NOT MET'} (longer masked patch "
+        f"minus pixels at {stretch['shots']} shots {gap['mean']:+.3f} [{gap['low']:+.3f}, {gap['high']:+.3f}])"
+    )
 
 
 if __name__ == "__main__":

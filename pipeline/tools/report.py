@@ -233,6 +233,9 @@ def pretraining_table(scale: dict) -> str:
     for size, values in sorted(scale.get("vit_masked_patch", {}).items(), key=lambda item: int(item[0])):
         which = f" ({seen[sizes[size]]})" if size in sizes else ""
         lines.append(f"| ViT, masked patch prediction, {int(size):,} unlabeled images{which} | {row(values)} | | |")
+    for size, values in scale.get("vit_masked_patch_long", {}).items():
+        lines.append(f"| ViT, masked patch prediction, {int(size):,} unlabeled images, "
+                     f"{scale['vit_masked_patch_long_epochs']} epochs (the stretch) | {row(values)} | | |")  # fmt: skip
     comparisons = scale.get("comparisons", {})
     if comparisons:
         lines += ["", f"Paired by seed (A - B, 95% t interval): {per} shots per class", "",
@@ -252,12 +255,19 @@ def pretraining_table(scale: dict) -> str:
         lines += ["", f"Pre-registered masked-patch decision: {'GO' if decision['go'] else 'NO-GO'} (validation "
                       f"{decision['masked_patch_val']:.3f} against the supervised ViT's "
                       f"{decision['supervised_val']:.3f}; rule: {decision['rule']})."]  # fmt: skip
+    stretch = scale.get("stretch")
+    if stretch:
+        gap = stretch["difference"]
+        lines += ["", f"Pre-registered stretch: {'SUCCESS' if stretch['success'] else 'NOT MET'} (test, "
+                      f"{stretch['shots']} shots: {signed(gap['mean'])} [{signed(gap['low'])}, {signed(gap['high'])}] "
+                      f"against the pixel probe; rule: {stretch['rule']})."]  # fmt: skip
     return "\n".join(lines)
 
 
 # the pretraining axis's arms, in its tables (metrics/pretraining_scale.json's keys)
 SCALE_NAMES = {"vit": "ViT", "resnet": "small ResNet", "pixels": "pixels", "vit_masked_patch": "masked-patch ViT",
-               "vit_masked_patch_pool": "masked-patch ViT, pool only"}  # fmt: skip
+               "vit_masked_patch_pool": "masked-patch ViT, pool only",
+               "vit_masked_patch_long": "masked-patch ViT, trained longer"}  # fmt: skip
 
 
 def backbone_data_table(scale: dict) -> str:

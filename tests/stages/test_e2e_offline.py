@@ -35,7 +35,7 @@ def test_offline_preset_runs_on_a_small_idx_fixture(tmp_path):
         validation={"offline_per_class": 2},
         backbone={"epochs": 1, "batch_size": 16},
         pretraining_scale={"points": [0, 1], "pool_per_class": [2, 8], "shots": [1, 2]},
-        masked_patch={"epochs": 1, "batch_size": 16, "decision_shots": 1},
+        masked_patch={"epochs": 1, "batch_size": 16, "decision_shots": 1, "stretch_epochs": 2, "stretch_shots": 2},
         train_scratch={"offline": {"epochs": 1, "batch_size": 8}},
         linear_probe={"offline": {"epochs": 1, "batch_size": 8}},
         data_hunger={
@@ -87,7 +87,7 @@ def test_offline_preset_runs_on_a_small_idx_fixture(tmp_path):
         "import runpy, sys\n"
         "for argv in [['pretrain_scale', 'vit', '0'], ['pretrain_scale', 'vit', '1'],"
         " ['pretrain_scale', 'resnet', '0'], ['pretrain_scale', 'resnet', '1'], ['masked_patch', 'pool'],"
-        " ['pretraining_scale']]:\n"
+        " ['masked_patch', 'long'], ['pretraining_scale']]:\n"
         "    sys.argv = argv\n"
         "    runpy.run_module(f'pipeline.stages.{argv[0]}', run_name='__main__')\n"
     )
@@ -103,7 +103,15 @@ def test_offline_preset_runs_on_a_small_idx_fixture(tmp_path):
     assert set(gain) == {"74/1", "74/2"}
     default, twin = scale["vit_masked_patch"]["74"]["2"]["per_seed"], pool_only["few_shot"]["2"]["per_seed"]
     assert gain["74/2"]["per_seed"] == pytest.approx([a - b for a, b in zip(default, twin, strict=True)])
-    for arch in ("vit", "resnet", "vit_masked_patch"):
+    # the pre-registered stretch: the default's images for stretch_epochs, against pixels at stretch_shots
+    longer = json.loads((repo / "metrics/pretraining_scale/vit_masked_patch_long.json").read_text())
+    assert (longer["epochs"], longer["n_pretrain"], len(longer["history"])) == (2, 74, 2)
+    assert scale["vit_masked_patch_long"] == {"74": longer["few_shot"]} and scale["vit_masked_patch_long_epochs"] == 2
+    stretch, comparisons = scale["stretch"], scale["comparisons"]
+    assert stretch["shots"] == 2 and stretch["difference"] == comparisons["vit_masked_patch_long-pixels"]["74/2"]
+    assert stretch["success"] == (stretch["difference"]["low"] > 0)
+    assert set(comparisons["vit_masked_patch_long-vit_masked_patch"]) == {"74/1", "74/2"}
+    for arch in ("vit", "resnet", "vit_masked_patch", "vit_masked_patch_long"):
         for by_shots in scale[arch].values():
             assert set(by_shots) == {"1", "2"}
             assert all(
@@ -118,5 +126,5 @@ def test_offline_preset_runs_on_a_small_idx_fixture(tmp_path):
     assert decision["supervised_val"] == scale["vit"]["56"]["1"]["val"]["mean"]  # decision_shots 1 here
     assert decision["masked_patch_val"] == scale["vit_masked_patch"]["74"]["1"]["val"]["mean"]
     rows = (repo / "plots/pretraining_scale.csv").read_text().splitlines()
-    assert rows[0] == "arch,n_pretrain,shots,test_acc,test_acc_std" and len(rows) == 1 + (2 + 2 + 2 + 2) * 2
+    assert rows[0] == "arch,n_pretrain,shots,test_acc,test_acc_std" and len(rows) == 1 + (2 + 2 + 2 + 1 + 2) * 2
     assert (repo / "plots/pretraining_scale.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

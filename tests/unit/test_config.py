@@ -139,6 +139,8 @@ def test_mistyped_value_names_the_key(dotted, value):
         ("seeds", [4294967296], "must be seeds from 0 to 4294967295"),
         ("backbone.seed", -3, "must be seeds from 0 to 4294967295"),
         ("masked_patch.seed", 2**40, "must be seeds from 0 to 4294967295"),
+        ("masked_patch.stretch_epochs", 3, "must be more than masked_patch.epochs (3)"),
+        ("masked_patch.stretch_shots", 7, "must be one of pretraining_scale.shots"),
         ("data_hunger.patience", 40, "must be below data_hunger.scores"),
         ("data_hunger.scratch.lrs", [0.003, 0.001], "must be in increasing order"),
         ("data_hunger.probe_regs", [1.0, 0.1], "must be in increasing order"),

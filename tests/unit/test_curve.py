@@ -48,7 +48,7 @@ def test_the_committed_sizes_fit_the_real_data():
 def test_pretrain_scale_refuses_too_many_shots_before_it_trains_anything(monkeypatch):
     from pipeline.stages import pretrain_scale
 
-    params = params_with(pretraining_scale={"shots": [5, 25, 5901]})
+    params = params_with(pretraining_scale={"shots": [5, 10, 25, 5901]})
     monkeypatch.setattr(pretrain_scale, "load_split", lambda path: image_set([6000] * 7, [f"c{k}" for k in range(7)]))
     monkeypatch.setattr(pretrain_scale, "sweep_train_set", lambda preset, view: image_set([5900] * 3))
     monkeypatch.setattr(pretrain_scale, "pretrain_on_pool", lambda *a, **k: pytest.fail("trained before checking"))
