@@ -378,17 +378,18 @@ def generated_blocks() -> dict[str, str]:
     """Every generated table, by the marker name it has in README.md and docs/results.md."""
     metrics, curve = read_metrics("evaluate.json"), read_metrics("data_hunger.json")
     ablation, comparisons = read_metrics("ablation.json"), read_metrics("comparisons.json")
+    scale, second_runs = read_metrics("pretraining_scale.json"), {file: read_metrics(file) for file in SECOND_RUNS}
     return {
         "headline": results_table(metrics),
         "curve": (f"Test accuracy ({curve['n_test']} test images), mean ± std over {len(comparisons['seeds'])} seeds, "
                   f"each seed its own nested subsets; trained arms chosen on {curve['n_val']} validation images.\n\n"
                   + curve_table(curve)),
         "comparisons": comparisons_table(comparisons),
-        "readings": readings(comparisons, {name: read_metrics(file) for file, name in SECOND_RUNS.items()}),
-        "pretraining": pretraining_table(read_metrics("pretraining_scale.json")),
-        "backbone_data": backbone_data_table(read_metrics("pretraining_scale.json")),
-        "precision": precision_table(read_metrics("precision_change.json")),
-        "precision_zen4": precision_table(read_metrics("precision_change_zen4.json")),
+        "readings": readings(comparisons, {name: second_runs[file] for file, name in SECOND_RUNS.items()}),
+        "pretraining": pretraining_table(scale),
+        "backbone_data": backbone_data_table(scale),
+        "precision": precision_table(second_runs["precision_change.json"]),
+        "precision_zen4": precision_table(second_runs["precision_change_zen4.json"]),
         "runs": runs_table(curve),
         "grid_edges": grid_edges_table(read_metrics("grid_edges.json")),
         "ablation": (f"ViT from scratch on {ablation['n_train']} images, {ablation['epochs']} epochs at lr "

@@ -69,3 +69,17 @@ def test_the_arms_load_the_masked_patch_backbone_with_its_mean_patch_token(tmp_p
     save_tensors(paths.MASKED_PATCH, {})  # what the stage writes for the paper preset
     with pytest.raises(UserError, match="holds no weights .* set offline.backbone: supervised"):
         load_backbone("tiny", CPU, "masked_patch")
+
+
+def test_the_stage_stops_on_a_variant_it_does_not_have_with_its_usage_in_one_line():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from fault_project import assert_fails
+    from project_copy import clean_env
+
+    repo = Path(__file__).resolve().parents[2]
+    result = subprocess.run([sys.executable, "-m", "pipeline.stages.masked_patch", "longer"], cwd=repo,
+                            env=clean_env(), capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert_fails(result, "masked_patch", "usage: python -m pipeline.stages.masked_patch [pool|long]", "['longer']")

@@ -47,19 +47,24 @@ def partial_run() -> dict:
     return next(run for run in committed("repro_time.json")["partial_runs"] if "AMD EPYC" in run["machine"])
 
 
+def partial_run_for(purpose: str) -> dict:
+    """The partial run in metrics/repro_time.json whose ``purpose`` is ``purpose``."""
+    return next(run for run in committed("repro_time.json")["partial_runs"] if run.get("purpose") == purpose)
+
+
 def grid_rerun() -> dict:
     """This round's rerun of the two arms whose learning-rate grids were widened."""
-    return next(run for run in committed("repro_time.json")["partial_runs"] if run.get("purpose") == "grid_rerun")
+    return partial_run_for("grid_rerun")
 
 
 def zen4_grid_rerun() -> dict:
     """The Zen 4 second run's small ResNet and transfer arms, rerun with the widened grids."""
-    return next(run for run in committed("repro_time.json")["partial_runs"] if run.get("purpose") == "zen4_grid_rerun")
+    return partial_run_for("zen4_grid_rerun")
 
 
 def stretch_run() -> dict:
     """Issue 21's pre-registered stretch stage and the stages that gather it."""
-    return next(run for run in committed("repro_time.json")["partial_runs"] if run.get("purpose") == "stretch")
+    return partial_run_for("stretch")
 
 
 def cnn_curve_seconds(run: dict) -> float:
