@@ -23,9 +23,9 @@ import torch
 import torchvision
 from torch import nn
 
-from pipeline.engine import count_parameters
-from pipeline.model import ViT, vit_config
-from pipeline.reference import TORCHVISION_BUILDERS, torchvision_vit, torchvision_vit_from_config
+from pipeline.models.torchvision_reference import TORCHVISION_BUILDERS, torchvision_vit, torchvision_vit_from_config
+from pipeline.models.vit import ViT, vit_config
+from pipeline.train.loop import count_parameters
 
 SETTINGS = ("forward fp32", "forward bf16 autocast", "forward+backward fp32", "forward+backward bf16 autocast")
 
@@ -125,7 +125,7 @@ def build_models(model_name: str) -> dict[str, nn.Module]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="B/16", help="preset name from pipeline.model.PRESETS (default B/16)")
+    parser.add_argument("--model", default="B/16", help="preset name from pipeline.models.vit.PRESETS (default B/16)")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--reps", type=int, default=3, help="timed repetitions per model and setting")
     parser.add_argument("--warmup", type=int, default=1, help="untimed repetitions per model and setting")

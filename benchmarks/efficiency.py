@@ -25,11 +25,11 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from pipeline import runtime as runtime_module
-from pipeline.masked_patch import MaskedPatchModel
-from pipeline.model import ViT, vit_config
-from pipeline.optim import Adam
-from pipeline.resnet import small_resnet
+from pipeline.models.resnet import small_resnet
+from pipeline.models.vit import ViT, vit_config
+from pipeline.pretrain.masked_prediction import MaskedPatchModel
+from pipeline.train import runtime as runtime_module
+from pipeline.train.optim import Adam
 
 CNN_WIDTHS = (32, 64, 128, 256)  # params.yaml data_hunger.cnn_widths
 

@@ -27,12 +27,12 @@ import json
 import math
 from pathlib import Path
 
-from pipeline.arms import TRAINED, arm_module
-from pipeline.arms.common import Curve
-from pipeline.config import load_params
-from pipeline.curve import point_path
-from pipeline.engine import better_score
-from pipeline.runtime import resolve_runtime
+from pipeline.arms.protocol import Curve
+from pipeline.core.arm_registry import TRAINED, arm_module
+from pipeline.core.params_yaml import load_params
+from pipeline.data.subsets import point_path
+from pipeline.train.loop import better_score
+from pipeline.train.runtime import resolve_runtime
 
 KEPT = ("val_acc", "val_loss", "best_step", "steps", "budget", "cap", "decay_step", "stopped_at_cap")
 

@@ -25,7 +25,7 @@ import re
 import sys
 from pathlib import Path
 
-from pipeline.stats import COMPARISONS, paired_difference
+from pipeline.results.stats import COMPARISONS, paired_difference
 
 COMMITTED = Path("metrics/data_hunger")
 METRICS = Path("metrics")

@@ -18,11 +18,11 @@ import dataclasses
 import json
 from pathlib import Path
 
-from pipeline.arms import TRAINED, arm_module
-from pipeline.arms.common import Curve
-from pipeline.config import load_params
-from pipeline.curve import point_path
-from pipeline.runtime import resolve_runtime
+from pipeline.arms.protocol import Curve
+from pipeline.core.arm_registry import TRAINED, arm_module
+from pipeline.core.params_yaml import load_params
+from pipeline.data.subsets import point_path
+from pipeline.train.runtime import resolve_runtime
 
 KEPT = ("best_step", "decay_step", "steps", "budget", "cap", "stopped_at_cap", "val_acc", "val_loss", "train_acc")
 

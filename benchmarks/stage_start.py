@@ -2,7 +2,7 @@
 ``python -c "import torch"`` process timed in alternation with it (the floor no stage process goes under).
 
 The stage is ``python -m pipeline.stages.sweep scratch 0`` on the project's prepared data (``dvc repro prepare``
-first), started through a wrapper that stops the process at its first call of ``pipeline.engine.optimizer_step``,
+first), started through a wrapper that stops the process at its first call of ``pipeline.train.loop.optimizer_step``,
 before it writes any output; its MLflow runs go to a throwaway store in a temporary folder. The clock starts in
 this process just before the child is spawned and stops at the child's first step (one wall clock, one machine),
 so it counts the interpreter, every import, the params, the data, the step-0 score and MLflow's start as far as
@@ -29,13 +29,13 @@ STAGE = ["pipeline.stages.sweep", "scratch", "0"]
 # Runs the stage as `python -m` would, and leaves at its first optimiser step with the time it got there.
 UNTIL_FIRST_STEP = """
 import os, runpy, sys, time
-import pipeline.engine
+import pipeline.train.loop
 
 def first_step(*args, **kwargs):
     print(f"first step at {time.time():.6f}", flush=True)
     os._exit(0)
 
-pipeline.engine.optimizer_step = first_step
+pipeline.train.loop.optimizer_step = first_step
 module, *args = sys.argv[1:]
 sys.argv = [module, *args]
 runpy.run_module(module, run_name="__main__", alter_sys=True)

@@ -15,10 +15,10 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_configure(config):
-    """The bf16 step probe's answer is cached per machine (``pipeline.runtime.probe_cache_path``); a test suite
+    """The bf16 step probe's answer is cached per machine (``pipeline.train.runtime.probe_cache_path``); a test suite
     running two workers would record a contended measurement there for the user's next `make repro`. Tests and
     the stage processes they start keep theirs in a folder of their own."""
     os.environ.setdefault("PIPELINE_CACHE_DIR", tempfile.mkdtemp(prefix="vit-probe-cache-"))
-    from pipeline.logs import setup_logging
+    from pipeline.core.logs import setup_logging
 
     setup_logging()  # library calls outside a stage log as a stage does ("warning: ..." on stderr)

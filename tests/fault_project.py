@@ -50,7 +50,7 @@ elif fault.startswith("disk-full:"):
 
     pathlib.Path.write_bytes = write_bytes
 elif fault.startswith("mirror:"):
-    from pipeline import fashion_mnist
+    from pipeline.data.presets import fashion_mnist
 
     fashion_mnist.obtain_fashion_mnist.__kwdefaults__["mirrors"] = (fault.split(":", 1)[1],)
     fashion_mnist._MIRROR_RETRIES = 1

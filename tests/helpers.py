@@ -13,10 +13,11 @@ import torch.nn.functional as F
 import yaml
 from torch import nn
 
-from pipeline import data, files
-from pipeline.data import ImageSet
-from pipeline.model import ViT, vit_config
-from pipeline.runtime import Runtime
+from pipeline.core import files
+from pipeline.data import images as data
+from pipeline.data.images import ImageSet
+from pipeline.models.vit import ViT, vit_config
+from pipeline.train.runtime import Runtime
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = Runtime(torch.device("cpu"), "fp32")
@@ -31,7 +32,7 @@ def params_with(**sections):
     """The committed params with ``sections`` merged in (a mapping merges key by key), parsed and validated."""
     from project_copy import merged
 
-    from pipeline.config import parse_params
+    from pipeline.core.params_yaml import parse_params
 
     return parse_params(merged(raw_params(), sections))
 

@@ -13,12 +13,12 @@ from helpers import raw_params
 from project_copy import merged
 from torch import nn
 
-from pipeline import paths
-from pipeline.checkpoints import MODEL_CARD, model_card
-from pipeline.data import ImageSet
-from pipeline.files import save_tensors, write_json
-from pipeline.model import ViT, vit_config
-from pipeline.runtime import Runtime
+from pipeline.core import paths
+from pipeline.core.files import save_tensors, write_json
+from pipeline.data.images import ImageSet
+from pipeline.models.vit import ViT, vit_config
+from pipeline.train.checkpoints import MODEL_CARD, model_card
+from pipeline.train.runtime import Runtime
 
 CPU = Runtime(torch.device("cpu"), "fp32")
 CLASSES = ["Pullover", "Coat", "Shirt"]

@@ -1,14 +1,14 @@
-"""Arm ``cnn``: the small ResNet (:mod:`pipeline.resnet`), the inductive-bias baseline of the data-hunger
+"""Arm ``cnn``: the small ResNet (:mod:`pipeline.models.resnet`), the inductive-bias baseline of the data-hunger
 curve (seed 003, exercise 5), trained with the from-scratch ViT's grid and validation rule."""
 
 from __future__ import annotations
 
 from torch import nn
 
-from pipeline.arms import REGISTRY
-from pipeline.arms.common import Curve, fit_seed, load_point
-from pipeline.data import ImageSet
-from pipeline.resnet import small_resnet
+from pipeline.arms.protocol import Curve, fit_seed, load_point
+from pipeline.core.arm_registry import REGISTRY
+from pipeline.data.images import ImageSet
+from pipeline.models.resnet import small_resnet
 
 VIEW = REGISTRY["cnn"].view
 

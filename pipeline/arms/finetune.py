@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import torch
 
-from pipeline.arms import REGISTRY, linear
-from pipeline.arms.common import Curve, fit_seed
+from pipeline.arms import linear
 from pipeline.arms.linear import point_data  # one function: a sweep running both arms computes it once
-from pipeline.checkpoints import finetune_model
-from pipeline.data import ImageSet
-from pipeline.model import ViT
+from pipeline.arms.protocol import Curve, fit_seed
+from pipeline.core.arm_registry import REGISTRY
+from pipeline.data.images import ImageSet
+from pipeline.models.vit import ViT
+from pipeline.train.checkpoints import finetune_model
 
 VIEW = REGISTRY["finetune"].view
 __all__ = ["VIEW", "point_data", "run_seed"]

@@ -1,20 +1,21 @@
 """Arm ``linear``: the pretrained backbone frozen, a linear head on its features. On the curve, the head is
-the paper's few-shot probe (closed form, :mod:`pipeline.probe`); in the headline, seed 000's head trained
-with Adam (the linear_probe stage). Its evaluation and curve runs (its checkpoints: :mod:`pipeline.checkpoints`)."""
+the paper's few-shot probe (closed form, :mod:`pipeline.models.probe`); in the headline, seed 000's head trained
+with Adam (the linear_probe stage). Its evaluation and curve runs (its checkpoints:
+:mod:`pipeline.train.checkpoints`)."""
 
 from __future__ import annotations
 
 import torch
 
-from pipeline.arms import REGISTRY
-from pipeline.arms.common import Curve, load_point, probe_record
-from pipeline.checkpoints import load_backbone, load_head
-from pipeline.curve import seed_subset
-from pipeline.data import ImageSet, batch_preparer
-from pipeline.engine import Evaluation, evaluate, extract_features
-from pipeline.model import ViT
-from pipeline.probe import Probe, fit_probe
-from pipeline.runtime import Runtime
+from pipeline.arms.protocol import Curve, load_point, probe_record
+from pipeline.core.arm_registry import REGISTRY
+from pipeline.data.images import ImageSet, batch_preparer
+from pipeline.data.subsets import seed_subset
+from pipeline.models.probe import Probe, fit_probe
+from pipeline.models.vit import ViT
+from pipeline.train.checkpoints import load_backbone, load_head
+from pipeline.train.loop import Evaluation, evaluate, extract_features
+from pipeline.train.runtime import Runtime
 
 VIEW = REGISTRY["linear"].view
 

@@ -1,12 +1,12 @@
-"""Arm ``pixels``: the paper's few-shot probe (:mod:`pipeline.probe`) on raw, normalised pixels, the
+"""Arm ``pixels``: the paper's few-shot probe (:mod:`pipeline.models.probe`) on raw, normalised pixels, the
 like-for-like baseline of the ``linear`` arm: the same closed-form solution and ridge rule, no backbone."""
 
 from __future__ import annotations
 
-from pipeline.arms import REGISTRY
-from pipeline.arms.common import Curve, load_point, probe_record
-from pipeline.curve import seed_subset
-from pipeline.probe import fit_probe, flat_pixels
+from pipeline.arms.protocol import Curve, load_point, probe_record
+from pipeline.core.arm_registry import REGISTRY
+from pipeline.data.subsets import seed_subset
+from pipeline.models.probe import fit_probe, flat_pixels
 
 VIEW = REGISTRY["pixels"].view
 

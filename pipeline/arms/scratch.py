@@ -1,19 +1,19 @@
 """Arm ``scratch``: the preset's ViT from random initialisation. Its evaluation, its curve runs and the
-ablation's decay variants (its checkpoints: :mod:`pipeline.checkpoints`)."""
+ablation's decay variants (its checkpoints: :mod:`pipeline.train.checkpoints`)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from pipeline.arms import DECAY_VARIANTS, REGISTRY
-from pipeline.arms.common import Curve, fit_seed, load_point
-from pipeline.checkpoints import load_scratch_weights
-from pipeline.config import ScratchRecipe
-from pipeline.data import ImageSet, batch_preparer
-from pipeline.engine import Evaluation, epoch_recipe, evaluate, train
-from pipeline.metrics import collapse
-from pipeline.model import ViT, vit_config
-from pipeline.runtime import Runtime, seed_everything
+from pipeline.arms.protocol import Curve, fit_seed, load_point
+from pipeline.core.arm_registry import DECAY_VARIANTS, REGISTRY
+from pipeline.core.config import ScratchRecipe
+from pipeline.data.images import ImageSet, batch_preparer
+from pipeline.models.vit import ViT, vit_config
+from pipeline.results.metrics import collapse
+from pipeline.train.checkpoints import load_scratch_weights
+from pipeline.train.loop import Evaluation, epoch_recipe, evaluate, train
+from pipeline.train.runtime import Runtime, seed_everything
 
 VIEW = REGISTRY["scratch"].view
 

@@ -4,7 +4,7 @@ Seed 000's recipe (Adam, lr 3e-3, weight decay 0.3, constant lr, no clipping) en
 one class. ``torch.optim.Adam(weight_decay=...)`` adds the decay to the gradient (L2), where Adam's
 normalisation lets it dominate small gradients; the paper's optimiser decouples it (AdamW). Each variant
 (``ablation.variants``) trains ``train_scratch``'s model on the same per-seed images for the same epochs and
-learning rate, changing only that (see ``pipeline.arms.DECAY_VARIANTS``): ``adam_l2`` (the seed's),
+learning rate, changing only that (see ``pipeline.core.arm_registry.DECAY_VARIANTS``): ``adam_l2`` (the seed's),
 ``adamw`` (decoupled, the same 0.3), ``adam_no_decay``. Every epoch records the weights' RMS and the
 validation scores; the test set is scored once, at the end.
 
@@ -16,18 +16,19 @@ from __future__ import annotations
 
 import statistics
 
-from pipeline import paths
 from pipeline.arms.scratch import run_decay_variant
-from pipeline.config import Params, load_params
-from pipeline.curve import SEED_ARMS_KEY, seed_subset, sweep_train_set, val_set
-from pipeline.data import load_split
-from pipeline.errors import stage_main
-from pipeline.files import write_json, write_text
-from pipeline.logs import stage_log as log
-from pipeline.plotting import SERIES, epochs_csv
-from pipeline.runtime import resolve_runtime
-from pipeline.stats import spread
-from pipeline.tracking import stage_tracker
+from pipeline.core import paths
+from pipeline.core.config import Params
+from pipeline.core.entry import stage_main
+from pipeline.core.files import write_json, write_text
+from pipeline.core.logs import stage_log as log
+from pipeline.core.params_yaml import load_params
+from pipeline.data.images import load_split
+from pipeline.data.subsets import SEED_ARMS_KEY, seed_subset, sweep_train_set, val_set
+from pipeline.results.figures import SERIES, epochs_csv
+from pipeline.results.stats import spread
+from pipeline.tracking.tracker import stage_tracker
+from pipeline.train.runtime import resolve_runtime
 
 OUTPUT = paths.METRICS / "ablation.json"
 

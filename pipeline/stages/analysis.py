@@ -9,19 +9,19 @@ interpolated position embeddings and bilinearly upsampled test images; no fine-t
 
 from __future__ import annotations
 
-from pipeline import paths
-from pipeline.attention import attention_panels, first_of_each_class, resolution_change
-from pipeline.attention_plots import plot_attention, plot_position_similarity
-from pipeline.checkpoints import load_linear, load_scratch
-from pipeline.config import load_params
-from pipeline.data import load_split
-from pipeline.errors import stage_main
-from pipeline.files import write_json
-from pipeline.logs import stage_log as log
-from pipeline.plotting import pyplot
-from pipeline.runtime import resolve_runtime
-from pipeline.stats import numeric_leaves
-from pipeline.tracking import stage_tracker
+from pipeline.core import paths
+from pipeline.core.entry import stage_main
+from pipeline.core.files import write_json
+from pipeline.core.logs import stage_log as log
+from pipeline.core.params_yaml import load_params
+from pipeline.data.images import load_split
+from pipeline.results.attention_figures import plot_attention, plot_position_similarity
+from pipeline.results.attention_maps import attention_panels, first_of_each_class, resolution_change
+from pipeline.results.figures import pyplot
+from pipeline.results.stats import numeric_leaves
+from pipeline.tracking.tracker import stage_tracker
+from pipeline.train.checkpoints import load_linear, load_scratch
+from pipeline.train.runtime import resolve_runtime
 
 
 @stage_main

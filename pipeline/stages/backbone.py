@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import time
 
-from pipeline import paths
-from pipeline.checkpoints import save_state
-from pipeline.config import load_params
-from pipeline.errors import stage_main
-from pipeline.files import write_json, write_text
-from pipeline.history import POOL_FIELDS, history_csv
-from pipeline.logs import stage_log as log
-from pipeline.pretraining import pretrain, torchvision_weights
-from pipeline.runtime import resolve_runtime
-from pipeline.tracking import stage_tracker
+from pipeline.core import paths
+from pipeline.core.entry import stage_main
+from pipeline.core.files import write_json, write_text
+from pipeline.core.logs import stage_log as log
+from pipeline.core.params_yaml import load_params
+from pipeline.pretrain.supervised import pretrain, torchvision_weights
+from pipeline.results.history import POOL_FIELDS, history_csv
+from pipeline.tracking.tracker import stage_tracker
+from pipeline.train.checkpoints import save_state
+from pipeline.train.runtime import resolve_runtime
 
 
 @stage_main

@@ -6,31 +6,25 @@ whole test set), ``runs`` (each arm's final train loss, best validation loss and
 or ridge per size) and ``baselines`` per size: chance, the majority training class and, up to
 ``data_hunger.logreg_max_per_class``, a logistic regression on raw pixels fit on the same subsets (mean over
 seeds). ``plots/validation.csv`` and ``plots/validation.png`` hold every trained run's validation curve.
-``metrics/comparisons.json`` holds every comparison the README states (``pipeline.stats.COMPARISONS``) at
+``metrics/comparisons.json`` holds every comparison the README states (``pipeline.results.stats.COMPARISONS``) at
 every size: the paired difference over seeds with its 95% t interval and verdict (ahead, behind, level).
 """
 
 from __future__ import annotations
 
-from pipeline import paths
-from pipeline.arms import ARMS
-from pipeline.config import load_params
-from pipeline.curve import (
-    aggregate,
-    baselines,
-    curve_csv,
-    read_points,
-    sweep_sizes,
-    sweep_train_set,
-    validation_csv,
-)
-from pipeline.data import load_split
-from pipeline.errors import UserError, stage_main
-from pipeline.files import write_json, write_text
-from pipeline.logs import stage_log as log
-from pipeline.plotting import plot_data_hunger, plot_validation
-from pipeline.stats import curve_comparisons
-from pipeline.tracking import stage_tracker
+from pipeline.core import paths
+from pipeline.core.arm_registry import ARMS
+from pipeline.core.entry import stage_main
+from pipeline.core.errors import UserError
+from pipeline.core.files import write_json, write_text
+from pipeline.core.logs import stage_log as log
+from pipeline.core.params_yaml import load_params
+from pipeline.data.images import load_split
+from pipeline.data.subsets import sweep_sizes, sweep_train_set
+from pipeline.results.curve_results import aggregate, baselines, curve_csv, read_points, validation_csv
+from pipeline.results.figures import plot_data_hunger, plot_validation
+from pipeline.results.stats import curve_comparisons
+from pipeline.tracking.tracker import stage_tracker
 
 
 @stage_main

@@ -5,14 +5,16 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from pipeline import paths
-from pipeline.config import PaperConfig, load_params
-from pipeline.data import find_split_root, list_image_folder
-from pipeline.errors import UserError, stage_main
-from pipeline.fashion_mnist import obtain_fashion_mnist
-from pipeline.fetch import download, safe_extract_zip
-from pipeline.files import copy_tree_atomically
-from pipeline.logs import stage_log as log
+from pipeline.core import paths
+from pipeline.core.config import PaperConfig
+from pipeline.core.entry import stage_main
+from pipeline.core.errors import UserError
+from pipeline.core.files import copy_tree_atomically
+from pipeline.core.logs import stage_log as log
+from pipeline.core.params_yaml import load_params
+from pipeline.data.fetch import download, safe_extract_zip
+from pipeline.data.images import find_split_root, list_image_folder
+from pipeline.data.presets.fashion_mnist import obtain_fashion_mnist
 
 
 def obtain_image_folder(config: PaperConfig, target: Path, downloads: Path) -> Path:

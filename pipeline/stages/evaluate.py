@@ -8,20 +8,21 @@ seed 000's arms meet the test set, once.
 
 from __future__ import annotations
 
-from pipeline import paths
 from pipeline.arms.linear import evaluate_linear
 from pipeline.arms.scratch import evaluate_scratch
-from pipeline.config import load_params
-from pipeline.curve import SEED_ARMS_KEY, baselines, protocol_arms, seed_subset, sweep_train_set, val_set
-from pipeline.data import load_split
-from pipeline.engine import count_parameters
-from pipeline.errors import stage_main
-from pipeline.files import read_json, write_json, write_text
-from pipeline.logs import stage_log as log
-from pipeline.metrics import confusion, predictions_csv, summarise
-from pipeline.runtime import resolve_runtime
-from pipeline.stats import numeric_leaves
-from pipeline.tracking import stage_tracker
+from pipeline.core import paths
+from pipeline.core.entry import stage_main
+from pipeline.core.files import read_json, write_json, write_text
+from pipeline.core.logs import stage_log as log
+from pipeline.core.params_yaml import load_params
+from pipeline.data.images import load_split
+from pipeline.data.subsets import SEED_ARMS_KEY, seed_subset, sweep_train_set, val_set
+from pipeline.results.curve_results import baselines, protocol_arms
+from pipeline.results.metrics import confusion, predictions_csv, summarise
+from pipeline.results.stats import numeric_leaves
+from pipeline.tracking.tracker import stage_tracker
+from pipeline.train.loop import count_parameters
+from pipeline.train.runtime import resolve_runtime
 
 
 @stage_main

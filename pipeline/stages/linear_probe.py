@@ -14,18 +14,18 @@ import dataclasses
 
 from torch import nn
 
-from pipeline import paths
-from pipeline.checkpoints import load_backbone, model_card, save_head, with_head, write_model_card
-from pipeline.config import load_params
-from pipeline.curve import SEED_ARMS_KEY, seed_subset, sweep_train_set, val_set
-from pipeline.data import batch_preparer, view_transform
-from pipeline.engine import epoch_recipe, extract_features, train
-from pipeline.errors import stage_main
-from pipeline.files import atomic_dir, file_sha256
-from pipeline.history import write_histories
-from pipeline.logs import stage_log as log
-from pipeline.runtime import resolve_runtime, seed_everything
-from pipeline.tracking import stage_tracker
+from pipeline.core import paths
+from pipeline.core.entry import stage_main
+from pipeline.core.files import atomic_dir, file_sha256
+from pipeline.core.logs import stage_log as log
+from pipeline.core.params_yaml import load_params
+from pipeline.data.images import batch_preparer, view_transform
+from pipeline.data.subsets import SEED_ARMS_KEY, seed_subset, sweep_train_set, val_set
+from pipeline.results.history import write_histories
+from pipeline.tracking.tracker import stage_tracker
+from pipeline.train.checkpoints import load_backbone, model_card, save_head, with_head, write_model_card
+from pipeline.train.loop import epoch_recipe, extract_features, train
+from pipeline.train.runtime import resolve_runtime, seed_everything
 
 
 @stage_main

@@ -21,21 +21,22 @@ import sys
 
 import torch
 
-from pipeline import paths
-from pipeline.checkpoints import save_state
-from pipeline.config import load_params
-from pipeline.curve import SHOTS_KEY, require_per_class, sweep_train_set, val_set
-from pipeline.data import ImageSet, load_split
-from pipeline.engine import count_parameters
-from pipeline.errors import UserError, stage_main
-from pipeline.files import write_json
-from pipeline.logs import stage_log as log
-from pipeline.masked_patch import MaskedPatchModel, pretrain_masked_patch
-from pipeline.model import ViT, vit_config
-from pipeline.runtime import resolve_runtime, seed_everything
-from pipeline.scale import few_shot
-from pipeline.tracking import stage_tracker
-from pipeline.trunk import Trunk, features
+from pipeline.core import paths
+from pipeline.core.entry import stage_main
+from pipeline.core.errors import UserError
+from pipeline.core.files import write_json
+from pipeline.core.logs import stage_log as log
+from pipeline.core.params_yaml import load_params
+from pipeline.data.images import ImageSet, load_split
+from pipeline.data.subsets import SHOTS_KEY, require_per_class, sweep_train_set, val_set
+from pipeline.models.vit import ViT, vit_config
+from pipeline.pretrain.masked_prediction import MaskedPatchModel, pretrain_masked_patch
+from pipeline.pretrain.size_axis import few_shot
+from pipeline.pretrain.trunks import Trunk, features
+from pipeline.tracking.tracker import stage_tracker
+from pipeline.train.checkpoints import save_state
+from pipeline.train.loop import count_parameters
+from pipeline.train.runtime import resolve_runtime, seed_everything
 
 # the transfer arms' backbone (pool + target images), its pool-only twin and its longer-trained stretch
 OUTPUTS = {"all": paths.METRICS / "pretraining_scale" / "vit_masked_patch.json",

@@ -3,12 +3,11 @@ metrics/ablation.json."""
 
 from __future__ import annotations
 
-from pipeline import paths
-from pipeline.errors import stage_main
-from pipeline.files import read_input, read_json
-from pipeline.history import read_history
-from pipeline.logs import stage_log as log
-from pipeline.plotting import (
+from pipeline.core import paths
+from pipeline.core.entry import stage_main
+from pipeline.core.files import read_input, read_json
+from pipeline.core.logs import stage_log as log
+from pipeline.results.figures import (
     plot_ablation,
     plot_comparison,
     plot_confusion,
@@ -17,6 +16,7 @@ from pipeline.plotting import (
     pyplot,
     read_epochs_csv,
 )
+from pipeline.results.history import read_history
 
 
 @stage_main

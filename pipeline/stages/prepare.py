@@ -16,14 +16,14 @@ from __future__ import annotations
 import csv
 import io
 
-from pipeline import paths
-from pipeline.config import load_params
-from pipeline.data import paper_views, prepare_image_folder
-from pipeline.errors import stage_main
-from pipeline.fashion_mnist import prepare_offline
-from pipeline.files import atomic_dir, write_json, write_text
-from pipeline.logs import stage_log as log
-from pipeline.model import vit_config
+from pipeline.core import paths
+from pipeline.core.entry import stage_main
+from pipeline.core.files import atomic_dir, write_json, write_text
+from pipeline.core.logs import stage_log as log
+from pipeline.core.params_yaml import load_params
+from pipeline.data.images import paper_views, prepare_image_folder
+from pipeline.data.presets.fashion_mnist import prepare_offline
+from pipeline.models.vit import vit_config
 
 
 def sizes(model_name: str) -> tuple[int, int]:

@@ -14,20 +14,22 @@ from __future__ import annotations
 import json
 import sys
 
-from pipeline import paths
-from pipeline.checkpoints import load_backbone
-from pipeline.config import Params, load_params
-from pipeline.curve import POOL_KEY, SHOTS_KEY, require_per_class, seed_subset, sweep_train_set, val_set
-from pipeline.data import load_split
-from pipeline.engine import count_parameters
-from pipeline.errors import UserError, stage_main
-from pipeline.files import write_json
-from pipeline.logs import stage_log as log
-from pipeline.pretraining import pretrain_on_pool
-from pipeline.runtime import resolve_runtime
-from pipeline.scale import ARCHES, few_shot
-from pipeline.tracking import stage_tracker
-from pipeline.trunk import Trunk, features
+from pipeline.core import paths
+from pipeline.core.config import Params
+from pipeline.core.entry import stage_main
+from pipeline.core.errors import UserError
+from pipeline.core.files import write_json
+from pipeline.core.logs import stage_log as log
+from pipeline.core.params_yaml import load_params
+from pipeline.data.images import load_split
+from pipeline.data.subsets import POOL_KEY, SHOTS_KEY, require_per_class, seed_subset, sweep_train_set, val_set
+from pipeline.pretrain.size_axis import ARCHES, few_shot
+from pipeline.pretrain.supervised import pretrain_on_pool
+from pipeline.pretrain.trunks import Trunk, features
+from pipeline.tracking.tracker import stage_tracker
+from pipeline.train.checkpoints import load_backbone
+from pipeline.train.loop import count_parameters
+from pipeline.train.runtime import resolve_runtime
 
 OUTPUT = paths.METRICS / "pretraining_scale"
 NOT_OFFLINE = "the paper preset's backbone is ImageNet's; the pretraining-size axis needs the offline pool"

@@ -10,18 +10,18 @@ pre-registered stretch (``vit_masked_patch_long``, the default trained longer) a
 
 from __future__ import annotations
 
-from pipeline import paths
-from pipeline.config import load_params
-from pipeline.curve import sweep_train_set, val_set
-from pipeline.data import load_split
-from pipeline.errors import stage_main
-from pipeline.files import read_json, write_json, write_text
-from pipeline.logs import stage_log as log
-from pipeline.plotting import plot_pretraining_scale, save_note
-from pipeline.probe import flat_pixels
-from pipeline.scale import ARCHES, few_shot, gather, scale_csv, stretch_outcome
-from pipeline.summary import scale_comparisons
-from pipeline.tracking import stage_tracker
+from pipeline.core import paths
+from pipeline.core.entry import stage_main
+from pipeline.core.files import read_json, write_json, write_text
+from pipeline.core.logs import stage_log as log
+from pipeline.core.params_yaml import load_params
+from pipeline.data.images import load_split
+from pipeline.data.subsets import sweep_train_set, val_set
+from pipeline.models.probe import flat_pixels
+from pipeline.pretrain.size_axis import ARCHES, few_shot, gather, scale_csv, stretch_outcome
+from pipeline.results.figures import plot_pretraining_scale, save_note
+from pipeline.results.headline import scale_comparisons
+from pipeline.tracking.tracker import stage_tracker
 
 ITEMS = paths.METRICS / "pretraining_scale"
 

@@ -7,12 +7,12 @@ draws on (``metrics/evaluate.json``, ``data_hunger.json``, ``comparisons.json``,
 
 from __future__ import annotations
 
-from pipeline import paths
-from pipeline.arms import ARMS
-from pipeline.errors import stage_main
-from pipeline.files import read_json, write_json
-from pipeline.logs import stage_log as log
-from pipeline.summary import count_numbers, headline
+from pipeline.core import paths
+from pipeline.core.arm_registry import ARMS
+from pipeline.core.entry import stage_main
+from pipeline.core.files import read_json, write_json
+from pipeline.core.logs import stage_log as log
+from pipeline.results.headline import count_numbers, headline
 
 
 @stage_main

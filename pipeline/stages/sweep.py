@@ -3,11 +3,11 @@
 ``python -m pipeline.stages.sweep <arm>[,<arm>...] <point>``; dvc.yaml runs it as the matrices
 ``sweep_scratch``, ``sweep_cnn``, ``sweep_pixels`` and ``sweep_pretrained`` (over ``data_hunger.points``; the
 last runs ``linear,finetune``), and ``data_hunger`` gathers them. The arm's code is ``pipeline/arms/<arm>.py``
-(see :mod:`pipeline.arms`), imported by name so that each item depends on its own arms only. Arms named together
-whose modules share one ``point_data`` share its result: the transfer arms load the backbone, extract the frozen
-features and fit each seed's probe once, and fine-tuning starts from the very probes the linear arm reports.
+(see :mod:`pipeline.core.arm_registry`), imported by name so that each item depends on its own arms only. Arms
+named together whose modules share one ``point_data`` share its result: the transfer arms load the backbone, extract
+the frozen features and fit each seed's probe once, and fine-tuning starts from the very probes the linear arm reports.
 
-The protocol: each seed draws its own subset (:mod:`pipeline.curve`). A trained arm runs the first seed at
+The protocol: each seed draws its own subset (:mod:`pipeline.data.subsets`). A trained arm runs the first seed at
 every learning rate of its grid (``data_hunger.<arm>.lrs``), keeps the one with the best validation score
 (accuracy, then loss: ``engine.better_score``), and runs the other seeds at it; every run is scored at step 0
 and ``data_hunger.scores`` times over its budget, stops when the score stops improving (or at the cap) and
@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import sys
 
-from pipeline.arms import ARMS, REGISTRY, TRAINED, arm_module
-from pipeline.arms.common import PER_RUN, Curve, point_summary, seed_protocol
-from pipeline.config import Params, load_params
-from pipeline.curve import point_path
-from pipeline.errors import UserError, stage_main
-from pipeline.files import write_json
-from pipeline.logs import stage_log as log
-from pipeline.runtime import resolve_runtime
-from pipeline.tracking import stage_tracker
+from pipeline.arms.protocol import PER_RUN, Curve, point_summary, seed_protocol
+from pipeline.core.arm_registry import ARMS, REGISTRY, TRAINED, arm_module
+from pipeline.core.config import Params
+from pipeline.core.entry import stage_main
+from pipeline.core.errors import UserError
+from pipeline.core.files import write_json
+from pipeline.core.logs import stage_log as log
+from pipeline.core.params_yaml import load_params
+from pipeline.data.subsets import point_path
+from pipeline.tracking.tracker import stage_tracker
+from pipeline.train.runtime import resolve_runtime
 
 
 def run_point(params: Params, arm: str, point: int, shared: dict | None = None) -> dict:

@@ -13,19 +13,20 @@ The paper preset's is seed 000's: Adam, lr 3e-3, betas (0.9, 0.999), weight deca
 
 from __future__ import annotations
 
-from pipeline import paths
-from pipeline.checkpoints import model_card, save_scratch, write_model_card
-from pipeline.config import Params, load_params
-from pipeline.curve import SEED_ARMS_KEY, seed_subset, sweep_train_set, val_set
-from pipeline.data import ImageSet, batch_preparer, view_transform
-from pipeline.engine import epoch_recipe, train
-from pipeline.errors import stage_main
-from pipeline.files import atomic_dir
-from pipeline.history import write_histories
-from pipeline.logs import stage_log as log
-from pipeline.model import ViT, vit_config
-from pipeline.runtime import Runtime, resolve_runtime, seed_everything
-from pipeline.tracking import Tracker, stage_tracker
+from pipeline.core import paths
+from pipeline.core.config import Params
+from pipeline.core.entry import stage_main
+from pipeline.core.files import atomic_dir
+from pipeline.core.logs import stage_log as log
+from pipeline.core.params_yaml import load_params
+from pipeline.data.images import ImageSet, batch_preparer, view_transform
+from pipeline.data.subsets import SEED_ARMS_KEY, seed_subset, sweep_train_set, val_set
+from pipeline.models.vit import ViT, vit_config
+from pipeline.results.history import write_histories
+from pipeline.tracking.tracker import Tracker, stage_tracker
+from pipeline.train.checkpoints import model_card, save_scratch, write_model_card
+from pipeline.train.loop import epoch_recipe, train
+from pipeline.train.runtime import Runtime, resolve_runtime, seed_everything
 
 
 def train_one_seed(

@@ -3,7 +3,7 @@
     make compare        # = python -m pipeline.tools.compare (or vit-compare)
     make ui             # prints the experiment's runs page (--ui), then starts mlflow ui
 
-Reads the store of :func:`pipeline.mlflow_store.tracking_uri` (``mlflow.db`` at the repository root, or
+Reads the store of :func:`pipeline.tracking.mlflow_store.tracking_uri` (``mlflow.db`` at the repository root, or
 ``MLFLOW_TRACKING_URI``), experiment ``vit-<preset>``. Writes ``reports/compare.md`` and
 ``reports/compare.csv`` and prints the markdown. The summary groups runs by stage, arm, git commit,
 dirty flag and DVC experiment, and gives the test accuracy's mean ± sample std over their seeds.
@@ -21,10 +21,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline.config import load_params
-from pipeline.errors import UserError, stage_main, tool_parser
-from pipeline.files import write_text
-from pipeline.mlflow_store import tracking_uri
+from pipeline.core.entry import stage_main, tool_parser
+from pipeline.core.errors import UserError
+from pipeline.core.files import write_text
+from pipeline.core.params_yaml import load_params
+from pipeline.tracking.mlflow_store import tracking_uri
 
 REPORTS = Path("reports")
 KEY_PARAMS = ("lr", "epochs", "batch_size")  # from the run's own stage section, e.g. train_scratch.offline.lr

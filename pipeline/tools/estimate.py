@@ -13,9 +13,9 @@ import re
 import sys
 from pathlib import Path
 
-from pipeline.config import load_params
-from pipeline.errors import stage_main, tool_parser
-from pipeline.runtime import resolve_runtime
+from pipeline.core.entry import stage_main, tool_parser
+from pipeline.core.params_yaml import load_params
+from pipeline.train.runtime import resolve_runtime
 
 TIMES = Path("metrics/repro_time.json")
 

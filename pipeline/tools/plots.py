@@ -23,9 +23,10 @@ import tarfile
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from pipeline.errors import UserError, stage_main, tool_parser
-from pipeline.fetch import download
-from pipeline.files import write_text
+from pipeline.core.entry import stage_main, tool_parser
+from pipeline.core.errors import UserError
+from pipeline.core.files import write_text
+from pipeline.data.fetch import download
 
 TEMPLATE = Path(".dvc/plots/offline.html")
 DOWNLOADS = Path("data/downloads/npm")

@@ -17,13 +17,14 @@ from pathlib import Path
 
 import torch
 
-from pipeline import paths
-from pipeline.checkpoints import CARD_FOLDERS, card_files, load_from_card, read_model_card
-from pipeline.config import load_params
-from pipeline.data import decode_image, normalise
-from pipeline.errors import UserError, stage_main
-from pipeline.model import ViT
-from pipeline.runtime import Runtime, resolve_runtime
+from pipeline.core import paths
+from pipeline.core.entry import stage_main
+from pipeline.core.errors import UserError
+from pipeline.core.params_yaml import load_params
+from pipeline.data.images import decode_image, normalise
+from pipeline.models.vit import ViT
+from pipeline.train.checkpoints import CARD_FOLDERS, card_files, load_from_card, read_model_card
+from pipeline.train.runtime import Runtime, resolve_runtime
 
 INVERT_HELP = (
     "invert grey levels (255 - value) before the model sees them. Fashion-MNIST garments are light on a "
@@ -71,7 +72,8 @@ def load_image(path: Path, size: int, mode: str, channels: int, invert: bool, ma
     """One image file -> uint8 (C, size, size) in the arm's transform, inverted if asked.
 
     Raises:
-        UserError: the file is missing, or :func:`~pipeline.data.decode_image` refuses it (its one line says why).
+        UserError: the file is missing, or :func:`~pipeline.data.images.decode_image` refuses it (its one line says
+            why).
     """
     if not path.is_file():
         raise UserError(f"{path} does not exist or is not a file")

@@ -14,10 +14,11 @@ import re
 import sys
 from pathlib import Path
 
-from pipeline import paths
-from pipeline.arms import DECAY_VARIANTS, REGISTRY, TABLE_ORDER
-from pipeline.errors import UserError, stage_main, tool_parser
-from pipeline.files import write_text
+from pipeline.core import paths
+from pipeline.core.arm_registry import DECAY_VARIANTS, REGISTRY, TABLE_ORDER
+from pipeline.core.entry import stage_main, tool_parser
+from pipeline.core.errors import UserError
+from pipeline.core.files import write_text
 
 
 def mean_std(value: dict) -> str:

@@ -10,11 +10,13 @@ import torch
 from tiny_project import CPU, SEEDS
 from torch import nn
 
-from pipeline import attention, checkpoints, paths
-from pipeline.config import load_params
-from pipeline.data import ImageSet
-from pipeline.engine import evaluate
+from pipeline.core import paths
+from pipeline.core.params_yaml import load_params
+from pipeline.data.images import ImageSet
+from pipeline.results import attention_maps as attention
 from pipeline.stages import analysis
+from pipeline.train import checkpoints
+from pipeline.train.loop import evaluate
 
 # --- the stage -------------------------------------------------------------------------------
 

@@ -9,13 +9,16 @@ from pathlib import Path
 import pytest
 from helpers import CPU, params_with, tiny_params
 
-from pipeline import arms, curve, paths, plotting
 from pipeline.arms import linear as linear_arm
 from pipeline.arms import scratch as scratch_arm
-from pipeline.arms.common import Curve
-from pipeline.errors import UserError
-from pipeline.model import ViT, vit_config
-from pipeline.resnet import small_resnet
+from pipeline.arms.protocol import Curve
+from pipeline.core import arm_registry as arms
+from pipeline.core import paths
+from pipeline.core.errors import UserError
+from pipeline.data import subsets as curve
+from pipeline.models.resnet import small_resnet
+from pipeline.models.vit import ViT, vit_config
+from pipeline.results import figures as plotting
 from pipeline.stages import ablation, data_hunger, plot, sweep
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ import pytest
 from helpers import params_with, tree
 from PIL import Image
 
-from pipeline.errors import UserError
+from pipeline.core.errors import UserError
 from pipeline.stages import download
 
 

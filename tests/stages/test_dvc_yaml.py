@@ -1,6 +1,6 @@
 """dvc.yaml is honest and the layout stays a library plus thin stages: every stage lists exactly the
-pipeline modules its command imports, so a code change reruns the stages it affects and no others;
-no stage or tool imports a stage; stage modules stay short."""
+pipeline modules its command imports (a folder where it imports every module in it), so a code change reruns
+the stages it affects and no others; no stage or tool imports a stage; stage modules stay short."""
 
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ REPO = Path(__file__).resolve().parents[2]
 STAGES = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
 STAGE_FILES = sorted((REPO / "pipeline" / "stages").glob("[!_]*.py"))
 TOOL_FILES = sorted((REPO / "pipeline" / "tools").glob("[!_]*.py"))
-LIBRARY_FILES = sorted((REPO / "pipeline").glob("[!_]*.py")) + sorted((REPO / "pipeline" / "arms").glob("*.py"))
+LIBRARY_FILES = sorted(
+    path for path in (REPO / "pipeline").rglob("*.py") if path.parent.name not in ("stages", "tools", "pipeline")
+)
 # Library functions whose job is the whole of params.yaml: parsing it and logging every value to MLflow.
-TAKES_ALL_PARAMS = {"config.py": {"flatten"}, "tracking.py": {"stage_tracker"}}
+TAKES_ALL_PARAMS = {"params_yaml.py": {"flatten"}, "tracker.py": {"stage_tracker"}}
 STAGE_LINE_CAP = 100
 
 
@@ -56,32 +58,68 @@ def imported_modules(module: str) -> set[str]:
 
 def stage_arms(spec: dict) -> list[str]:
     """The arms a sweep stage runs: its command's first argument, comma-separated. The sweep imports an arm's
-    module by name (pipeline.arms.arm_module), so the walk cannot see it."""
+    module by name (pipeline.core.arm_registry.arm_module), so the walk cannot see it."""
     words = spec["cmd"].split()
     return words[3].split(",") if words[2] == "pipeline.stages.sweep" else []
 
 
-@pytest.mark.parametrize("stage", sorted(STAGES))
-def test_stage_deps_are_exactly_the_modules_its_command_imports(stage):
-    spec = STAGES[stage]
+def folder_modules(folder: str) -> set[str]:
+    """The non-empty modules under a folder of the package, its subfolders' included."""
+    return {str(path.relative_to(REPO)) for path in (REPO / folder).rglob("*.py") if path.read_text().strip()}
+
+
+def listed_modules(deps: list[str]) -> set[str]:
+    """A stage's pipeline/ deps as module files: a folder stands for every module under it."""
+    files = set()
+    for dep in (dep for dep in deps if dep.startswith("pipeline/")):
+        files |= folder_modules(dep) if (REPO / dep).is_dir() else {dep}
+    return files
+
+
+def stage_imports(spec: dict) -> set[str]:
     module = re.fullmatch(r"python -m (pipeline\.stages\.\w+)( .*)?", spec["cmd"]).group(1)
     expected = imported_modules(module)
     for arm in stage_arms(spec):
         expected |= imported_modules(f"pipeline.arms.{arm}")
-    listed = {dep for dep in spec["deps"] if dep.startswith("pipeline/")}
-    assert listed == expected
+    return expected
+
+
+@pytest.mark.parametrize("stage", sorted(STAGES))
+def test_stage_deps_are_exactly_the_modules_its_command_imports(stage):
+    assert listed_modules(STAGES[stage]["deps"]) == stage_imports(STAGES[stage])
+
+
+@pytest.mark.parametrize("stage", sorted(STAGES))
+def test_a_stage_that_imports_a_whole_folder_lists_the_folder(stage):
+    """Folders keep dvc.yaml short, and a module added to a folder a stage imports whole needs no new line."""
+    imported = stage_imports(STAGES[stage])
+    folders = {str(path.relative_to(REPO)) for path in (REPO / "pipeline").rglob("*") if path.is_dir()}
+    whole = {
+        folder
+        for folder in folders - {"pipeline/stages", "pipeline/tools"}
+        if "__pycache__" not in folder and folder_modules(folder) and folder_modules(folder) <= imported
+    }
+    listed = [dep for dep in STAGES[stage]["deps"] if dep.startswith("pipeline/")]
+    inside = [dep for dep in listed if any(dep.startswith(folder + "/") for folder in whole)]
+    assert inside == [], f"list the folder, not its modules: {inside}"
+
+
+def test_the_folder_rule_counts_a_folder_and_its_subfolders():
+    assert folder_modules("pipeline/data") >= {"pipeline/data/images.py", "pipeline/data/presets/fashion_mnist.py"}
+    listed = listed_modules(["data/prepared", "pipeline/core", "pipeline/models/vit.py"])
+    assert listed == folder_modules("pipeline/core") | {"pipeline/models/vit.py"}
 
 
 def test_an_arm_is_rerun_only_by_its_own_code():
     """Editing the small ResNet reruns only its curve points. The ResNet's code never imports the ViT: the ViT's
-    file is among its points' deps only because ``precision: auto`` times the ViT's step (pipeline/runtime.py),
+    file is among its points' deps only because ``precision: auto`` times the ViT's step (pipeline/train/runtime.py),
     and a change to that step can change the precision every stage runs in."""
-    users = {name for name, spec in STAGES.items() if "pipeline/arms/cnn.py" in spec["deps"]}
+    users = {name for name, spec in STAGES.items() if "pipeline/arms/cnn.py" in listed_modules(spec["deps"])}
     assert users == {"sweep_cnn"}
-    for module in ("pipeline.arms.cnn", "pipeline.resnet"):
-        assert "pipeline.model" not in direct_imports(module_path(module))
-    assert "pipeline.model" in direct_imports(module_path("pipeline.runtime"))
-    assert "pipeline/model.py" not in STAGES["download"]["deps"]
+    for module in ("pipeline.arms.cnn", "pipeline.models.resnet"):
+        assert "pipeline.models.vit" not in direct_imports(module_path(module))
+    assert "pipeline.models.vit" in direct_imports(module_path("pipeline.train.runtime"))
+    assert "pipeline/models/vit.py" not in listed_modules(STAGES["download"]["deps"])
 
 
 def test_every_stage_module_is_a_dvc_stage_and_every_dvc_stage_runs_a_stage_module():
@@ -119,17 +157,19 @@ def test_stage_modules_stay_thin(path):
 
 
 def test_the_import_walk_follows_every_import_form_and_subpackages():
-    assert imported_modules("pipeline.arms.cnn") >= {"pipeline/arms/common.py", "pipeline/paths.py"}
-    assert "pipeline/arms/__init__.py" in imported_modules("pipeline.stages.sweep")
+    assert imported_modules("pipeline.arms.cnn") >= {"pipeline/arms/protocol.py", "pipeline/core/paths.py"}
+    assert "pipeline/core/arm_registry.py" in imported_modules("pipeline.stages.sweep")
     assert "pipeline/stages/sweep.py" not in imported_modules("pipeline.stages.ablation")
-    assert "pipeline/model.py" not in imported_modules("pipeline.stages.download")
+    assert "pipeline/models/vit.py" not in imported_modules("pipeline.stages.download")
 
 
 @pytest.mark.parametrize("stage", ["plot", "data_hunger", "pretraining_scale", "summary"])
 def test_stages_that_only_draw_or_gather_never_depend_on_the_model(stage):
     """plot, data_hunger and pretraining_scale turn JSON into PNGs, summary gathers JSON: editing the ViT, the
     trainer or the downloader must not rerun them."""
-    assert not {"pipeline/model.py", "pipeline/engine.py", "pipeline/fetch.py"} & set(STAGES[stage]["deps"])
+    assert not {"pipeline/models/vit.py", "pipeline/train/loop.py", "pipeline/data/fetch.py"} & listed_modules(
+        STAGES[stage]["deps"]
+    )
 
 
 def test_no_shell_true_anywhere_in_the_pipeline():

@@ -24,9 +24,9 @@ import torch
 from loopback import running_server
 from project_copy import clean_env, copy_project, set_params
 
-from pipeline.arms import ARMS, REGISTRY
-from pipeline.config import load_params
-from pipeline.model import ViT, vit_config
+from pipeline.core.arm_registry import ARMS, REGISTRY
+from pipeline.core.params_yaml import load_params
+from pipeline.models.vit import ViT, vit_config
 
 REPO = Path(__file__).resolve().parents[2]
 CLASSES = ("alpha", "beta", "gamma")

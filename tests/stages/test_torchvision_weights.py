@@ -17,9 +17,9 @@ from helpers import assert_close_fp32
 from loopback import running_server
 from project_copy import clean_env, copy_project, set_params
 
-from pipeline.files import load_tensors
-from pipeline.model import ViT, vit_config
-from pipeline.reference import torchvision_vit
+from pipeline.core.files import load_tensors
+from pipeline.models.torchvision_reference import torchvision_vit
+from pipeline.models.vit import ViT, vit_config
 
 
 def legacy_names(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

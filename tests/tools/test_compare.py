@@ -6,10 +6,10 @@ import pandas as pd
 import pytest
 from tiny_project import SEEDS, run_cli
 
-from pipeline.config import flatten, load_params
-from pipeline.errors import UserError
+from pipeline.core.errors import UserError
+from pipeline.core.params_yaml import flatten, load_params
 from pipeline.tools import compare
-from pipeline.tracking import Tracker
+from pipeline.tracking.tracker import Tracker
 
 # --- compare ---------------------------------------------------------------------------------
 

@@ -41,7 +41,7 @@ def test_a_run_timed_on_another_cpu_kind_says_so():
 
 
 def test_the_real_hardware_string_names_this_cpu_kind():
-    from pipeline.runtime import describe_cpu
+    from pipeline.train.runtime import describe_cpu
 
     kind = cpu_kind(describe_cpu())  # the real detector, nothing patched; unprobed, so no timing runs
     flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""

@@ -19,7 +19,7 @@ from loopback import running_server
 from project_copy import clean_env
 from tiny_project import run_cli
 
-from pipeline.errors import UserError
+from pipeline.core.errors import UserError
 from pipeline.tools import plots
 
 DVC = str(Path(sys.executable).parent / "dvc")

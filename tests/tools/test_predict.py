@@ -8,11 +8,11 @@ from helpers import png_claiming
 from PIL import Image
 from tiny_project import CLASSES, CPU, run_cli
 
-from pipeline import paths
-from pipeline.checkpoints import CARD_FOLDERS, read_model_card
-from pipeline.config import load_params
-from pipeline.data import ImageSet, normalise, view_transform
+from pipeline.core import paths
+from pipeline.core.params_yaml import load_params
+from pipeline.data.images import ImageSet, normalise, view_transform
 from pipeline.tools import predict
+from pipeline.train.checkpoints import CARD_FOLDERS, read_model_card
 
 # --- predict ---------------------------------------------------------------------------------
 

@@ -55,7 +55,7 @@ def test_ablation_table_keeps_the_variant_order_and_shows_the_weights_shrinking(
 def test_fill_replaces_only_the_named_blocks_and_refuses_an_unknown_name():
     import pytest
 
-    from pipeline.errors import UserError
+    from pipeline.core.errors import UserError
     from pipeline.tools.report import fill
 
     text = "intro\n<!-- generated: curve -->\nold table\n<!-- /generated: curve -->\nafter 0.123\n"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from loopback import free_port, running_server
 
-from pipeline import fetch
+from pipeline.data import fetch
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import pytest
 import torch
 from project_copy import clean_env
 
-from pipeline.files import load_tensors
+from pipeline.core.files import load_tensors
 
 ROOT = Path(__file__).resolve().parents[2]
 TORCHRUN = shutil.which("torchrun", path=str(Path(sys.executable).parent))
@@ -22,13 +22,13 @@ TORCHRUN = shutil.which("torchrun", path=str(Path(sys.executable).parent))
 SCRIPT = """
 import os, signal, sys
 import torch
-from pipeline.config import RuntimeConfig
-from pipeline.data import ImageSet, batch_preparer
-from pipeline.engine import Recipe, epoch_steps, train
-from pipeline.errors import stage_main
-from pipeline.files import save_tensors
-from pipeline.model import ViT, vit_config
-from pipeline.runtime import resolve_runtime, seed_everything
+from pipeline.core.config import RuntimeConfig
+from pipeline.data.images import ImageSet, batch_preparer
+from pipeline.train.loop import Recipe, epoch_steps, train
+from pipeline.core.entry import stage_main
+from pipeline.core.files import save_tensors
+from pipeline.models.vit import ViT, vit_config
+from pipeline.train.runtime import resolve_runtime, seed_everything
 
 @stage_main
 def main():
@@ -102,8 +102,8 @@ def test_two_gloo_processes_train_the_weights_of_one_process_with_the_same_globa
 
 def untrained() -> dict:
     """SCRIPT's model before training, built the same way."""
-    from pipeline.model import ViT, vit_config
-    from pipeline.runtime import seed_everything
+    from pipeline.models.vit import ViT, vit_config
+    from pipeline.train.runtime import seed_everything
 
     seed_everything(0)
     return ViT(vit_config("tiny", num_classes=3)).state_dict()

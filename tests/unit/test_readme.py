@@ -105,7 +105,7 @@ def bf16_check() -> dict:
 
 
 def min_bf16_speedup() -> float:
-    from pipeline.runtime import MIN_BF16_SPEEDUP
+    from pipeline.train.runtime import MIN_BF16_SPEEDUP
 
     return MIN_BF16_SPEEDUP
 

@@ -16,8 +16,8 @@ from helpers import digest_tree, sha
 from loopback import running_server
 from project_copy import clean_env, copy_project, set_params
 
-from pipeline.arms import ARMS
-from pipeline.model import ViT, vit_config
+from pipeline.core.arm_registry import ARMS
+from pipeline.models.vit import ViT, vit_config
 
 
 @pytest.fixture(scope="session")

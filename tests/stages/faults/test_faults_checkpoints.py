@@ -1,4 +1,4 @@
-"""Faults of checkpoint loading (pipeline/checkpoints.py; issue 5's case 11): a checkpoint holding a pickle
+"""Faults of checkpoint loading (pipeline/train/checkpoints.py; issue 5's case 11): a checkpoint holding a pickle
 payload."""
 
 from __future__ import annotations

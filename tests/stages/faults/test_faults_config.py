@@ -1,4 +1,4 @@
-"""Faults in params.yaml met by a stage (pipeline/config.py; issue 5's case 7): a bad value, invalid YAML, no
+"""Faults in params.yaml met by a stage (pipeline/core/config.py; issue 5's case 7): a bad value, invalid YAML, no
 file."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Faults of the download stage (pipeline/fetch.py, the archive and folder checks, pipeline/fashion_mnist.py):
+"""Faults of the download stage (pipeline/data/fetch.py, the archive and folder checks,
+pipeline/data/presets/fashion_mnist.py):
 network unreachable, DNS failure, HTTP 404 and 500 (issue 5's case 1), a download killed midway (2), a checksum
 mismatch (3), zip-slip and symlink members (4), the size cap (5), bad folder layouts (6) and the offline
 preset's data unavailable (14)."""
@@ -19,7 +20,7 @@ from helpers import sha
 from loopback import socket_closed_port
 from project_copy import set_params
 
-from pipeline import files
+from pipeline.core import files
 
 
 def test_unresolvable_host_fails_after_retries_naming_the_url_and_the_fix(project, unchanged):

@@ -1,4 +1,4 @@
-"""Faults of the atomic writes (pipeline/files.py; issue 5's case 12): a disk that fills while writing."""
+"""Faults of the atomic writes (pipeline/core/files.py; issue 5's case 12): a disk that fills while writing."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Faults of the prepare stage's images (pipeline/data.py; issue 5's case 6): a truncated JPEG, an image over
+"""Faults of the prepare stage's images (pipeline/data/images.py; issue 5's case 6): a truncated JPEG, an image over
 the pixel cap, an unreadable image found halfway."""
 
 from __future__ import annotations

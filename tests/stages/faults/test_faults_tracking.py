@@ -1,4 +1,4 @@
-"""Faults of MLflow tracking (pipeline/tracking.py): a locked, read-only or unreachable store (issue 5's case
+"""Faults of MLflow tracking (pipeline/tracking/tracker.py): a locked, read-only or unreachable store (issue 5's case
 10), and two queued experiments in parallel sharing the SQLite store (15)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Faults of training (pipeline/engine.py): a non-finite loss (issue 5's case 8), a run killed with SIGKILL
+"""Faults of training (pipeline/train/loop.py): a non-finite loss (issue 5's case 8), a run killed with SIGKILL
 then rerun (9), and determinism (13)."""
 
 from __future__ import annotations

@@ -1,0 +1,190 @@
+"""What the arms share on the data-hunger curve: the values they read, a point's data, and one run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from torch import nn
+
+from pipeline.core import paths
+from pipeline.core.config import DataHungerConfig
+from pipeline.data.images import ImageSet, batch_preparer, load_split
+from pipeline.data.subsets import seed_subset, sweep_sizes, sweep_train_set, val_set
+from pipeline.models.probe import Probe
+from pipeline.results.stats import spread
+from pipeline.train.loop import Recipe, Stopping, better_score, count_parameters, evaluate, train_until_plateau
+from pipeline.train.runtime import Runtime, seed_everything
+
+
+@dataclass(frozen=True)
+class Curve:
+    """What an arm's curve runs read, picked out of params.yaml once by the stage that runs them."""
+
+    preset: str  # offline | paper: where the training images come from and how sizes are read
+    model_name: str  # the from-scratch arms' ViT preset
+    backbone_model: str  # the pretrained backbone's ViT preset
+    backbone_source: str  # supervised | masked_patch (offline.backbone)
+    config: DataHungerConfig  # sizes, the validation rule, batch size and each arm's optimiser
+    eval_batch_size: int
+    runtime: Runtime
+
+
+def load_point(curve: Curve, view: str, point: int) -> dict:
+    """A point's size and the sets of ``view``'s transform: the pool every seed draws from, validation, test."""
+    pool = sweep_train_set(curve.preset, view)
+    test_set = load_split(paths.prepared_split(view, "test"))
+    num_classes = len(pool.classes)
+    return {
+        "n": sweep_sizes(curve.config, curve.preset, pool.labels, num_classes)[point],
+        "num_classes": num_classes,
+        "pool": pool,
+        "val": val_set(view),
+        "test": test_set,
+        "prepare": batch_preparer(pool, augment_train=True),
+        "score": batch_preparer(test_set, augment_train=False),
+    }
+
+
+def fit_seed(
+    curve: Curve, data: dict, seed: int, lr: float, arm: str, build_model: Callable[[ImageSet], nn.Module]
+) -> dict:
+    """One trained run: the seed's subset, ``data_hunger.<arm>`` at ``lr``, trained under the validation rule
+    over the size's budget (``DataHungerConfig.budget``, or up to ``cap`` for a plateau schedule, whose run
+    records where its decay began; best-validation weights kept, step 0 scored too). Its
+    ``score`` tests it on the whole test set: the sweep calls it once, for a run it keeps."""
+    cfg, runtime = curve.config, curve.runtime
+    generator = seed_everything(seed)
+    train_set = seed_subset(data["pool"], data["n"], seed)
+    model = build_model(train_set).to(runtime.device)
+    steps, eval_every = cfg.budget(len(train_set))
+    optimiser = getattr(cfg, arm).at(lr)
+    cap = cfg.cap(arm, steps)
+    recipe = Recipe.of(optimiser, cfg.batch_size, cap, warmup_steps=int(optimiser.warmup_fraction * steps))
+    history, best = train_until_plateau(
+        model, train_set.images, train_set.labels, recipe, runtime, generator,
+        val=(data["val"].images, data["val"].labels),
+        stopping=Stopping(eval_every, cfg.patience, score_at_start=True, cooldown_fraction=cfg.cooldown_fraction),
+        prepare=data["prepare"],
+        eval_batch_size=curve.eval_batch_size, description=f"{arm} seed {seed} lr {lr:g}",
+    )  # fmt: skip
+    # the kept weights' loss over the whole training subset, unaugmented (a record's train loss is a running mean
+    # over the steps before it, with augmentation on)
+    kept_train = evaluate(model, train_set.images, train_set.labels, runtime, curve.eval_batch_size,
+                          batch_preparer(train_set, augment_train=False))  # fmt: skip
+
+    def score() -> dict:
+        result = evaluate(
+            model, data["test"].images, data["test"].labels, runtime, curve.eval_batch_size, data["score"]
+        )
+        return {"test_acc": result.accuracy, "test_loss": result.loss}
+
+    return {
+        "lr": lr,
+        "score": score,  # the test set, called once the run is kept
+        "train_loss": kept_train.loss,
+        "train_acc": kept_train.accuracy,
+        "val_loss": best["val_loss"],
+        "val_acc": best["val_acc"],
+        "best_step": best["step"],
+        "steps": history[-1]["step"],
+        "budget": steps,
+        **({"cap": cap, "decay_step": best["decay_step"]} if recipe.schedule == "plateau" else {}),
+        "stopped_at_cap": history[-1]["step"] == cap,
+        "trained_parameters": count_parameters(model, trainable_only=True),
+        "curve": [{k: r.get(k) for k in ("step", "train_loss", "val_loss", "val_acc")} for r in history],
+    }
+
+
+def probe_record(probe: Probe, train: tuple, data: dict) -> dict:
+    """A few-shot probe's run: the train objective (mean squared error to the {-1, 1} targets), the chosen
+    ridge and its validation accuracy; ``score`` gives its test accuracy."""
+    from pipeline.models.probe import accuracy, targets
+
+    train_x, train_y = train
+    residual = probe.logits(train_x).double() - targets(train_y, data["num_classes"])
+    return {
+        "score": lambda: {"test_acc": accuracy(probe.logits(data["test_features"]), data["test"].labels)},
+        "train_loss": residual.pow(2).mean().item(),
+        "train_acc": accuracy(probe.logits(train_x), train_y),
+        "val_acc": probe.val_acc,
+        "reg": probe.reg,
+        "trained_parameters": probe.weight.numel() + probe.bias.numel(),
+    }
+
+
+PER_RUN = ("test_acc", "test_loss", "train_loss", "val_loss", "val_acc", "best_step", "steps")
+
+
+def at_edge(choice: float, grid: list[float]) -> str:
+    """``low`` or ``high`` where ``choice`` is the grid's smallest or largest value (the best may lie beyond it),
+    else ``""``; a one-value grid is never flagged."""
+    if len(grid) < 2:
+        return ""
+    return "low" if choice == min(grid) else "high" if choice == max(grid) else ""
+
+
+def point_summary(
+    arm: str, point: int, data: dict, runs: dict[int, dict], lr_trials: dict[str, dict], lrs: list[float],
+    regs: list[float],
+) -> dict:  # fmt: skip
+    """A sweep item's JSON: sizes, each per-run number as mean/std/per-seed, every run's record (with its
+    validation curve), the learning-rate trials (trained arms) and chosen ridges, and whether a choice sits at
+    an end of its grid (``lr_at_edge``: low | high | ""; ``reg_at_edge``: one flag per run)."""
+    first = runs[next(iter(runs))]
+    summary = {
+        "arm": arm,
+        "point": point,
+        "n_train_per_class": data["n"],
+        "n_train": len(seed_subset(data["pool"], data["n"], next(iter(runs)))),
+        "n_val": len(data["val"]),
+        "n_test": len(data["test"]),
+        "trained_parameters": first["trained_parameters"],
+        **{key: spread([float(r[key]) for r in runs.values()]) for key in PER_RUN if key in first},
+        "runs": {str(seed): run for seed, run in runs.items()},
+    }
+    if "lr" in first:
+        summary |= {"lr": first["lr"], "lr_trials": lr_trials, "lr_at_edge": at_edge(first["lr"], lrs),
+                    "budget": first["budget"],
+                    "stopped_at_cap": sum(r["stopped_at_cap"] for r in runs.values())}  # fmt: skip
+    if "reg" in first:
+        summary["reg"] = [r["reg"] for r in runs.values()]
+        summary["reg_at_edge"] = [at_edge(r["reg"], regs) for r in runs.values()]
+    return summary
+
+
+def choose_lr(candidates: list[tuple[dict, object]]) -> tuple[dict, object]:
+    """The first seed's run with the best validation score (``engine.better_score``: accuracy, then loss); of
+    equals, the smaller learning rate (the grid is in increasing order)."""
+    best = candidates[0]
+    for candidate in candidates[1:]:
+        if better_score(candidate[0], best[0]):
+            best = candidate
+    return best
+
+
+def keep_run(result: dict, tracker) -> dict:
+    """A kept run's test score, taken once (never for a learning rate the validation set turned down), logged
+    to its ``tracker`` and merged into ``result``."""
+    test = result.pop("score")()
+    tracker.log_metrics(test | {"final_test_acc": test["test_acc"]})  # the run has ended; MLflow takes it
+    return result | test
+
+
+def seed_protocol(run, lrs: list[float | None], seeds: list[int]) -> tuple[dict[int, dict], dict[str, dict]]:
+    """The learning-rate protocol of the curve: the first seed at every learning rate of the arm's grid
+    (``[None]`` for a probe, which chooses its own ridge), the run with the best validation score kept
+    (:func:`choose_lr`), the other seeds at its learning rate; each kept run's test set scored once
+    (:func:`keep_run`). ``run(seed, lr)`` trains one run and returns its result and tracker.
+
+    The choice is made on the first seed alone, so the other seeds are fresh draws for the interval.
+    Returns the kept runs by seed and the first seed's validation score at each learning rate."""
+    first, *others = seeds
+    candidates = [run(first, lr) for lr in lrs]
+    trials = {} if lrs == [None] else {
+        f"{c['lr']:g}": {"val_acc": c["val_acc"], "val_loss": c["val_loss"]} for c, _ in candidates
+    }  # fmt: skip
+    runs = {first: keep_run(*choose_lr(candidates))}
+    for seed in others:
+        runs[seed] = keep_run(*run(seed, runs[first].get("lr")))
+    return runs, trials

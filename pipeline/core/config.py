@@ -1,0 +1,465 @@
+"""``params.yaml`` parsed once into frozen dataclasses that reject unknown keys and bad values."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from pipeline.core.arm_registry import DECAY_VARIANTS, TRAINED
+from pipeline.core.errors import UserError
+
+FASHION_MNIST_CLASSES = (
+    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
+)  # fmt: skip
+
+
+class ConfigError(UserError):
+    """A value in params.yaml is missing, unknown, mistyped or out of range."""
+
+
+def _check(condition: bool, key: str, message: str) -> None:
+    if not condition:
+        raise ConfigError(f"params.yaml: {key} {message}")
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    device: Literal["auto", "cpu", "cuda", "mps"]
+    precision: Literal["auto", "bf16", "fp32"]
+    threads: int
+    distributed: Literal["auto", "off"]  # auto: DistributedDataParallel when started by torchrun
+
+    def validate(self, key: str) -> None:
+        _check(self.threads >= 1, f"{key}.threads", "must be at least 1")
+
+
+@dataclass(frozen=True)
+class OfflineConfig:
+    debian_dir: str
+    mirror: bool
+    classes: list[str]
+    train_per_class: int
+    model: str
+    backbone: Literal["supervised", "masked_patch"]  # the transfer arms' backbone (pretrained in the pipeline)
+
+    def validate(self, key: str) -> None:
+        unknown = [c for c in self.classes if c not in FASHION_MNIST_CLASSES]
+        _check(
+            not unknown, f"{key}.classes", f"has unknown class(es) {unknown}; choose from {list(FASHION_MNIST_CLASSES)}"
+        )
+        _check(
+            len(set(self.classes)) == len(self.classes),
+            f"{key}.classes",
+            f"must not repeat a class, got {self.classes}",
+        )
+        _check(len(self.classes) >= 2, f"{key}.classes", "needs at least two different classes")
+        _check(
+            len(set(self.classes)) < 10, f"{key}.classes", "must leave at least one class to pretrain the backbone on"
+        )
+        _check(1 <= self.train_per_class <= 6000, f"{key}.train_per_class", "must be between 1 and 6000")
+        _check_model(self.model, f"{key}.model")
+
+
+@dataclass(frozen=True)
+class PaperConfig:
+    url: str
+    sha256: str
+    folder: str
+    max_extract_mb: int
+    max_download_mb: int  # the dataset's zip and the weights: refused over this
+    download_deadline_s: float  # every download, its retries included, ends by then
+    model: str
+    backbone_model: str
+    weights_url: str
+    weights_sha256: str
+
+    def validate(self, key: str) -> None:
+        _check_url(self.url, f"{key}.url")
+        _check_url(self.weights_url, f"{key}.weights_url")
+        _check(
+            re.fullmatch(r"[0-9a-f]{64}", self.sha256) is not None, f"{key}.sha256", "must be 64 lowercase hex digits"
+        )
+        _check(re.fullmatch(r"[0-9a-f]{8,64}", self.weights_sha256) is not None, f"{key}.weights_sha256",
+               "must be 8 to 64 lowercase hex digits (a sha256 or its prefix)")  # fmt: skip
+        _check(self.folder.strip() != "", f"{key}.folder", "must name a folder: data/paper_folder (the default: "
+               "while it holds no images, the pinned zip paper.url is used) or a folder of your own")  # fmt: skip
+        _check(self.max_extract_mb > 0, f"{key}.max_extract_mb", "must be positive")
+        _check(self.max_download_mb > 0, f"{key}.max_download_mb", "must be positive")
+        _check(0 < self.download_deadline_s < math.inf, f"{key}.download_deadline_s", "must be positive and finite")
+        _check_model(self.model, f"{key}.model")
+        _check_model(self.backbone_model, f"{key}.backbone_model")
+
+
+@dataclass(frozen=True)
+class Optimiser:
+    """How the weights move, shared by every section that trains (engine.Recipe adds batch size and steps).
+
+    ``adam`` adds ``weight_decay`` to the gradient (L2, as seed 000's ``torch.optim.Adam``); ``adamw``
+    decouples it from the adaptive step (the paper's optimiser).
+    """
+
+    optimizer: Literal["adam", "adamw"]
+    lr: float
+    weight_decay: float
+    schedule: Literal["none", "cosine"]  # cosine decays to 0 after the linear warmup
+    warmup_fraction: float  # share of the steps with linear warmup
+    grad_clip: float  # max global gradient norm; 0 disables clipping
+
+    def validate(self, key: str) -> None:
+        _check(0 < self.lr < math.inf, f"{key}.lr", f"must be positive and finite, got {self.lr}")
+        for name in ("weight_decay", "grad_clip"):
+            _check(0 <= getattr(self, name) < math.inf, f"{key}.{name}", "must not be negative, and finite")
+        _check(0 <= self.warmup_fraction < 1, f"{key}.warmup_fraction", "must be in [0, 1)")
+
+
+@dataclass(frozen=True)
+class EpochRecipe(Optimiser):
+    """An optimiser with a batch size and a number of passes over the training set."""
+
+    batch_size: int
+    epochs: int
+
+    def validate(self, key: str) -> None:
+        super().validate(key)
+        _check(self.batch_size >= 1, f"{key}.batch_size", f"must be at least 1, got {self.batch_size}")
+        _check(self.epochs >= 1, f"{key}.epochs", f"must be at least 1, got {self.epochs}")
+
+
+@dataclass(frozen=True)
+class BackboneConfig(EpochRecipe):
+    augment: bool  # random crop (pad 2) and horizontal flip
+    seed: int
+
+
+@dataclass(frozen=True)
+class ScratchRecipe(EpochRecipe):
+    """One preset's from-scratch recipe (seed 000's: Adam, lr 3e-3, weight decay 0.3, batch 32)."""
+
+    augment: bool
+    dropout: float  # after the position embeddings and after each dense layer of the MLP (Table 3)
+
+    def validate(self, key: str) -> None:
+        super().validate(key)
+        _check(0 <= self.dropout < 1, f"{key}.dropout", f"must be in [0, 1), got {self.dropout}")
+
+
+class _PerPreset:
+    """A section with one subsection per preset (``offline``, ``paper``), each validated under its own key."""
+
+    def validate(self, key: str) -> None:
+        for preset in ("offline", "paper"):
+            getattr(self, preset).validate(f"{key}.{preset}")
+
+
+@dataclass(frozen=True)
+class TrainScratchConfig(_PerPreset):
+    offline: ScratchRecipe
+    paper: ScratchRecipe
+
+
+@dataclass(frozen=True)
+class LinearProbeConfig(_PerPreset):
+    offline: EpochRecipe  # seed 000's linear head: Adam, lr 1e-3, batch 32, 10 epochs
+    paper: EpochRecipe
+
+
+@dataclass(frozen=True)
+class ImagesConfig:
+    max_pixels: int
+
+    def validate(self, key: str) -> None:
+        _check(self.max_pixels >= 1, f"{key}.max_pixels", f"must be at least 1, got {self.max_pixels}")
+
+
+@dataclass(frozen=True)
+class EvaluateConfig:
+    batch_size: int
+
+    def validate(self, key: str) -> None:
+        _check(self.batch_size >= 1, f"{key}.batch_size", "must be at least 1")
+
+
+@dataclass(frozen=True)
+class ValidationConfig:
+    """Images per class held out of the target's training images: every trained arm's early stopping, learning
+    rate and probe regularisation are chosen on them; they are never trained on, and never the test set."""
+
+    offline_per_class: int
+    paper_per_class: int
+
+    def validate(self, key: str) -> None:
+        for name in ("offline_per_class", "paper_per_class"):
+            _check(getattr(self, name) >= 1, f"{key}.{name}", f"must be at least 1, got {getattr(self, name)}")
+        _check(self.offline_per_class < 6000, f"{key}.offline_per_class",
+               "must leave training images (Fashion-MNIST has 6000 per class)")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class GridOptimiser:
+    """An arm's optimiser with a grid of learning rates, written before any run; the sweep picks one per size on
+    the validation split (the first seed's run with the best validation score, ``engine.better_score``)."""
+
+    optimizer: Literal["adam", "adamw"]
+    lrs: list[float]
+    weight_decay: float
+    # after the linear warmup: cosine decays to 0 at the end of the budget; plateau stays constant until the
+    # validation score levels off, then decays to 0 over data_hunger.cooldown_fraction of the steps so far
+    schedule: Literal["none", "cosine", "plateau"]
+    warmup_fraction: float  # share of the budget with linear warmup
+    grad_clip: float  # max global gradient norm; 0 disables clipping
+
+    def validate(self, key: str) -> None:
+        _check(len(self.lrs) >= 1 and all(0 < lr < math.inf for lr in self.lrs), f"{key}.lrs",
+               f"must list positive, finite learning rates, got {self.lrs}")  # fmt: skip
+        _check(len(set(self.lrs)) == len(self.lrs), f"{key}.lrs", f"must not repeat, got {self.lrs}")
+        _check(self.lrs == sorted(self.lrs), f"{key}.lrs",
+               f"must be in increasing order (a choice at either end is flagged), got {self.lrs}")  # fmt: skip
+        for name in ("weight_decay", "grad_clip"):
+            _check(0 <= getattr(self, name) < math.inf, f"{key}.{name}", "must not be negative, and finite")
+        _check(0 <= self.warmup_fraction < 1, f"{key}.warmup_fraction", "must be in [0, 1)")
+
+    def at(self, lr: float) -> Optimiser:
+        """This optimiser at one learning rate of the grid."""
+        return Optimiser(self.optimizer, lr, self.weight_decay, self.schedule, self.warmup_fraction, self.grad_clip)
+
+
+@dataclass(frozen=True)
+class _DataHungerShared:
+    """data_hunger's values shared by every arm; :data:`DataHungerConfig` adds one optimiser per trained arm."""
+
+    points: list[int]
+    offline_sizes: list[int]
+    paper_fractions: list[float]
+    headline_point: int  # the point evaluate's table shows beside seed 000's arms (75 per class offline)
+    batch_size: int
+    max_epochs: int  # the budget: a run's step cap and its schedule's span, in passes over its training set...
+    min_steps: int  # ... and never fewer steps than this (at 10 per class an epoch is one step)
+    scores: int  # validation scores per run, evenly spaced over the budget, besides step 0's
+    patience: int  # validation scores without a better one before a run stops (plateau: before its cooldown)
+    cap_factor: int  # plateau schedule: a run may train up to this many budgets before it must stop
+    cooldown_fraction: float  # plateau schedule: the decay's length, as a fraction of the steps before it
+    probe_regs: list[float]  # the few-shot probe's ridge grid, times the mean eigenvalue of X^T X
+    logreg_max_per_class: int
+    cnn_widths: list[int]
+
+    def budget(self, n_train: int) -> tuple[int, int]:
+        """(budget, steps between validation scores) of a trained run on ``n_train`` images: ``max_epochs``
+        passes at ``batch_size``, at least ``min_steps``; ``scores`` scores are spread over the budget, so every
+        run is scored as often whatever its size. A cosine schedule spans the budget, which is then its step
+        cap; a plateau schedule warms up over the same share of it and may run to :meth:`cap`."""
+        steps = max(self.min_steps, self.max_epochs * math.ceil(n_train / self.batch_size))
+        return steps, max(1, math.ceil(steps / self.scores))
+
+    def cap(self, arm: str, budget: int) -> int:
+        """The step cap of ``arm``'s runs of this ``budget``: the budget itself, or ``cap_factor`` budgets for a
+        plateau schedule (whose length its validation curve sets)."""
+        return budget * self.cap_factor if getattr(self, arm).schedule == "plateau" else budget
+
+    def validate(self, key: str) -> None:
+        _check(len(self.cnn_widths) >= 1 and min(self.cnn_widths) >= 1, f"{key}.cnn_widths",
+               f"must list one positive channel count per stage, got {self.cnn_widths}")  # fmt: skip
+        _check(self.logreg_max_per_class >= 0, f"{key}.logreg_max_per_class", "must not be negative")
+        _check(self.points == list(range(len(self.points))) and len(self.points) >= 1, f"{key}.points",
+               f"must be 0, 1, ..., n-1 (dvc.yaml's sweep items, one per size), got {self.points}")  # fmt: skip
+        _check(self.headline_point in self.points, f"{key}.headline_point",
+               f"must be one of the points {self.points}, got {self.headline_point}")  # fmt: skip
+        for name in ("offline_sizes", "paper_fractions"):
+            values = getattr(self, name)
+            _check(len(values) == len(self.points), f"{key}.{name}",
+                   f"must list one value per sweep point ({len(self.points)}), got {len(values)}")  # fmt: skip
+            _check(all(a < b for a, b in itertools.pairwise(values)), f"{key}.{name}",
+                   f"must be strictly increasing (smaller sets are subsets of larger ones), got {values}")  # fmt: skip
+        _check(all(1 <= n <= 6000 for n in self.offline_sizes), f"{key}.offline_sizes",
+               "must be images per class between 1 and 6000 (Fashion-MNIST has 6000 per class)")  # fmt: skip
+        _check(all(0 < f <= 1 for f in self.paper_fractions), f"{key}.paper_fractions", "must be in (0, 1]")
+        for name in ("batch_size", "max_epochs", "min_steps", "scores", "patience", "cap_factor"):
+            _check(getattr(self, name) >= 1, f"{key}.{name}", f"must be at least 1, got {getattr(self, name)}")
+        _check(0 < self.cooldown_fraction <= 1, f"{key}.cooldown_fraction",
+               f"must be in (0, 1], got {self.cooldown_fraction}")  # fmt: skip
+        _check(self.patience < self.scores, f"{key}.patience",
+               f"must be below data_hunger.scores ({self.scores}), or no run could stop early")  # fmt: skip
+        _check(self.probe_regs == sorted(self.probe_regs), f"{key}.probe_regs",
+               f"must be in increasing order (a choice at either end is flagged), got {self.probe_regs}")  # fmt: skip
+        _check(len(self.probe_regs) >= 1 and all(0 < r < math.inf for r in self.probe_regs), f"{key}.probe_regs",
+               f"must list positive, finite ridge strengths, got {self.probe_regs}")  # fmt: skip
+        for arm in TRAINED:
+            getattr(self, arm).validate(f"{key}.{arm}")
+
+
+# The trained arms' optimisers (pipeline.core.arm_registry.TRAINED), one field each after the shared ones, in the
+# registry's
+# order: registering a trained arm asks for its data_hunger section, and a missing one fails with its key's name.
+DataHungerConfig = dataclasses.make_dataclass(
+    "DataHungerConfig", [(arm, GridOptimiser) for arm in TRAINED], bases=(_DataHungerShared,), frozen=True,
+    namespace={"__module__": __name__, "__doc__": "params.yaml's data_hunger: the shared values, then each trained "
+               "arm's optimiser with its grid of learning rates."},
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PretrainingScaleConfig:
+    """The pretraining-size axis (paper Figures 3 and 4, in miniature): supervised backbones of each
+    architecture on nested subsets of the pool, all trained by ``backbone``'s recipe (the same epochs, so
+    every image is seen equally often), scored by the few-shot probe on the target classes."""
+
+    points: list[int]  # dvc.yaml's matrix items, one per pool size
+    pool_per_class: list[int]  # images per pool class at each point (7 classes)
+    shots: list[int]  # few-shot probe sizes, images per target class; each seed draws its own
+
+    def validate(self, key: str) -> None:
+        _check(self.points == list(range(len(self.points))) and len(self.points) >= 1, f"{key}.points",
+               f"must be 0, 1, ..., n-1 (dvc.yaml's matrix items), got {self.points}")  # fmt: skip
+        _check(len(self.pool_per_class) == len(self.points), f"{key}.pool_per_class",
+               f"must list one size per point ({len(self.points)}), got {len(self.pool_per_class)}")  # fmt: skip
+        for name in ("pool_per_class", "shots"):
+            values = getattr(self, name)
+            _check(len(values) >= 1 and values[0] >= 1 and all(a < b for a, b in itertools.pairwise(values)),
+                   f"{key}.{name}", f"must be positive and strictly increasing, got {values}")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class MaskedPatchConfig(EpochRecipe):
+    """Masked patch prediction (paper section 4.6) on the unlabeled training images of all ten classes, with
+    its go/no-go rule written before its first run."""
+
+    mask_fraction: float  # share of patch embeddings corrupted: 80% mask token, 10% another patch, 10% kept
+    bits: int  # the target: each corrupted patch's mean intensity per channel, quantised to this many bits
+    seed: int
+    decision_shots: int  # go if its validation few-shot accuracy here beats the supervised ViT on the whole pool
+    # issue 21's stretch, pre-registered: the same recipe for more epochs (stage masked_patch_long), a success if
+    # its few-shot probe at stretch_shots beats the pixel probe on the test set, paired interval above zero
+    stretch_epochs: int
+    stretch_shots: int
+
+    def validate(self, key: str) -> None:
+        super().validate(key)
+        _check(0 < self.mask_fraction < 1, f"{key}.mask_fraction", "must be in (0, 1)")
+        _check(1 <= self.bits <= 8, f"{key}.bits", "must be between 1 and 8")
+        _check(self.stretch_epochs > self.epochs, f"{key}.stretch_epochs",
+               f"must be more than {key}.epochs ({self.epochs}), got {self.stretch_epochs}")  # fmt: skip
+
+
+# The collapse, isolated: seed 000's recipe with only its weight decay changed
+# (pipeline.core.arm_registry.DECAY_VARIANTS).
+AblationVariant = Literal[tuple(DECAY_VARIANTS)]
+
+
+@dataclass(frozen=True)
+class AblationConfig:
+    variants: list[AblationVariant]
+
+    def validate(self, key: str) -> None:
+        _check(len(self.variants) >= 1, f"{key}.variants", "must list at least one variant")
+        _check(
+            len(set(self.variants)) == len(self.variants), f"{key}.variants", f"must not repeat, got {self.variants}"
+        )
+
+
+@dataclass(frozen=True)
+class Params:
+    """Everything in params.yaml; every key is required (params.yaml is the one place values live)."""
+
+    preset: Literal["offline", "paper"]
+    seeds: list[int]
+    runtime: RuntimeConfig
+    offline: OfflineConfig
+    paper: PaperConfig
+    backbone: BackboneConfig
+    train_scratch: TrainScratchConfig
+    linear_probe: LinearProbeConfig
+    evaluate: EvaluateConfig
+    images: ImagesConfig
+    validation: ValidationConfig
+    data_hunger: DataHungerConfig
+    ablation: AblationConfig
+    pretraining_scale: PretrainingScaleConfig
+    masked_patch: MaskedPatchConfig
+
+    def validate(self, key: str = "") -> None:
+        _check(len(self.seeds) >= 1, "seeds", "must list at least one seed")
+        _check(len(set(self.seeds)) == len(self.seeds), "seeds", "must not repeat a seed")
+        # torch.Generator.manual_seed takes 0 <= seed < 2^64, numpy's 0 <= seed < 2^32: the narrower range holds
+        for key, values in (("seeds", self.seeds), ("backbone.seed", [self.backbone.seed]),
+                            ("masked_patch.seed", [self.masked_patch.seed])):  # fmt: skip
+            _check(all(0 <= seed < 2**32 for seed in values), key,
+                   f"must be seeds from 0 to 4294967295 (numpy's range), got {values}")  # fmt: skip
+        _check(self.masked_patch.decision_shots in self.pretraining_scale.shots, "masked_patch.decision_shots",
+               f"must be one of pretraining_scale.shots {self.pretraining_scale.shots}, got "
+               f"{self.masked_patch.decision_shots}")  # fmt: skip
+        _check(self.masked_patch.stretch_shots in self.pretraining_scale.shots, "masked_patch.stretch_shots",
+               f"must be one of pretraining_scale.shots {self.pretraining_scale.shots}, got "
+               f"{self.masked_patch.stretch_shots}")  # fmt: skip
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if dataclasses.is_dataclass(value):
+                value.validate(f.name)
+
+    @property
+    def model_name(self) -> str:
+        """The architecture of both arms (offline) or of the from-scratch arm (paper)."""
+        return self.offline.model if self.preset == "offline" else self.paper.model
+
+    @property
+    def backbone_source(self) -> str:
+        """The transfer arms' backbone: offline.backbone, or (paper) torchvision's supervised ImageNet weights."""
+        return self.offline.backbone if self.preset == "offline" else "supervised"
+
+    @property
+    def backbone_model_name(self) -> str:
+        return self.offline.model if self.preset == "offline" else self.paper.backbone_model
+
+    @property
+    def scratch_recipe(self) -> ScratchRecipe:
+        """The preset's from-scratch recipe: train_scratch.offline or train_scratch.paper."""
+        return getattr(self.train_scratch, self.preset)
+
+    @property
+    def val_per_class(self) -> int:
+        """Validation images per class of the preset."""
+        return self.validation.offline_per_class if self.preset == "offline" else self.validation.paper_per_class
+
+    @property
+    def seed_arms_per_class(self) -> int | None:
+        """Training images per class of seed 000's two arms: offline.train_per_class, or (paper) every one."""
+        return self.offline.train_per_class if self.preset == "offline" else None
+
+    @property
+    def head_recipe(self) -> EpochRecipe:
+        """The preset's linear-head recipe: linear_probe.offline or linear_probe.paper."""
+        return getattr(self.linear_probe, self.preset)
+
+
+# pipeline.models.vit.PRESETS' names (a test keeps them equal), listed here so that config imports no model code
+MODEL_NAMES = ("B/16", "B/32", "L/16", "L/32", "H/14", "seed-small", "fmnist", "tiny")
+
+
+def _check_model(name: str, key: str) -> None:
+    _check(name in MODEL_NAMES, key, f"is {name!r}, not a known model; choose one of {sorted(MODEL_NAMES)}")
+
+
+URL_SCHEMES = ("https", "http", "file")
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be fetched, judged from its text alone (the one rule, also used by pipeline.data.fetch):
+    an https, http or file scheme, a host for http(s), a path for file. ``None`` when it is well formed."""
+    import urllib.parse
+
+    parsed = urllib.parse.urlparse(url)
+    if parsed.scheme not in URL_SCHEMES or "://" not in url:
+        got = f"scheme {parsed.scheme!r}" if parsed.scheme else "no scheme"
+        return f"it has {got}; only https, http, file are allowed (a local file is file:///absolute/path)"
+    if parsed.scheme in ("http", "https") and not parsed.hostname:
+        return "it has no host name"
+    if parsed.scheme == "file" and not parsed.path:
+        return "it has no path"
+    return None
+
+
+def _check_url(url: str, key: str) -> None:
+    problem = url_problem(url)
+    _check(problem is None, key, f"must be an https, http or file URL, got {url!r}: {problem}")

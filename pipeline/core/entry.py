@@ -1,0 +1,164 @@
+"""The entry points of stages and tools: one line for a user's error (:class:`~pipeline.core.errors.UserError`),
+a lock so one stage runs once at a time, the tools' argument parser."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import functools
+import logging
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from pipeline.core.errors import UserError
+from pipeline.core.logs import setup_logging
+
+# A full disk, a quota, a read-only mount or a permission: the machine's fault, which the user fixes, not a bug.
+_STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+def _peer_failure(error: Exception) -> bool:
+    """A collective that failed because another rank of a torchrun job died (gloo: connection closed or reset;
+    any backend: the process group's timeout)."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return False
+    text = f"{type(error).__name__} {error}".lower()
+    return any(word in text for word in ("connection", "closed", "reset by peer", "timed out", "timeout", "gloo",
+                                         "nccl", "distbackenderror"))  # fmt: skip
+
+
+def _say_why_when_torchrun_stops_us(stage: str) -> None:
+    """Under torchrun, a rank that fails makes torchrun stop the others with SIGTERM: each says so in one line
+    (torchrun's own summary then names the rank that failed first) instead of vanishing mid-step."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return
+    import signal
+
+    def stopped(signum, frame) -> None:
+        print(
+            f"error in stage {stage} (rank {os.environ.get('RANK')} of {os.environ.get('WORLD_SIZE')}): torchrun "
+            "stopped this process because another rank failed (its 'Root Cause' follows); no output was written "
+            "(rank 0 writes only at the end, atomically). Fix that rank's error and rerun the stage",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise SystemExit(1)
+
+    signal.signal(signal.SIGTERM, stopped)
+
+
+def _leave_process_group() -> None:
+    """Under torchrun: wait until every rank is done (rank 0 may still be writing), then leave cleanly."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+LOCKS = Path(".locks")  # under the project root (a stage's working directory); git-ignored
+
+
+@contextlib.contextmanager
+def one_run_at_a_time(stage: str, argv: list[str]) -> Iterator[None]:
+    """Holds an exclusive lock on ``.locks/<stage>[-<args>].lock`` while a stage runs, so a second direct run of
+    the same stage (and item) in this project stops at once instead of writing models/ or metrics/ beside the
+    first. Under torchrun only rank 0 takes it (every rank runs the stage in one folder); `dvc exp run` and
+    `dvc queue` jobs run in folders of their own, so they never meet.
+
+    Raises:
+        UserError: another live process holds the lock; names its pid.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: no advisory locks
+        fcntl = None
+    if fcntl is None or int(os.environ.get("RANK", "0")) != 0:
+        yield
+        return
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join([stage, *argv]))[:200]
+    path = LOCKS / f"{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            raise UserError(
+                f"another run of stage {stage} (pid {holder}) is writing this project's outputs (lock {path}); "
+                "wait for it to finish or stop it, then rerun"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock; the file stays, empty of meaning once unlocked
+
+
+def stage_main(main: Callable[[], None]) -> Callable[[], None]:
+    """Wraps a stage's ``main``: sets up its log (:mod:`pipeline.core.logs`), and a :class:`UserError` prints one line
+    (whatever the log level) and exits with status 1.
+
+    Set ``PIPELINE_DEBUG=1`` to see the full traceback instead.
+    """
+
+    @functools.wraps(main)
+    def wrapper() -> None:
+        # Under `python -m pipeline.X` the module is __main__; its spec keeps the real name.
+        spec = main.__globals__.get("__spec__")
+        module = spec.name if spec else main.__module__
+        stage = module.rsplit(".", 1)[-1]
+        started = time.perf_counter()
+        _say_why_when_torchrun_stops_us(stage)
+        try:
+            setup_logging()
+            if module.startswith("pipeline.stages."):
+                with one_run_at_a_time(stage, sys.argv[1:]):
+                    main()
+            else:  # a tool (predict, compare): reads only, may run many at once
+                main()
+        except UserError as error:
+            if os.environ.get("PIPELINE_DEBUG"):
+                raise
+            print(f"error in stage {stage}: {error}", file=sys.stderr)
+            raise SystemExit(1) from None
+        except OSError as error:
+            if os.environ.get("PIPELINE_DEBUG") or error.errno not in _STORAGE_ERRNOS:
+                raise
+            where = f" at {error.filename}" if error.filename else ""
+            print(
+                f"error in stage {stage}: {error.strerror}{where}; free disk space or fix the folder's permissions, "
+                "then rerun (every output is written to a temporary file and renamed, so earlier results are intact)",
+                file=sys.stderr,
+            )
+            raise SystemExit(1) from None
+        except Exception as error:
+            if os.environ.get("PIPELINE_DEBUG") or not _peer_failure(error):
+                raise
+            rank = os.environ.get("RANK", "?")
+            print(
+                f"error in stage {stage} (rank {rank} of {os.environ.get('WORLD_SIZE')}): another process of this "
+                f"torchrun job stopped ({type(error).__name__}: {str(error).splitlines()[0][:160]}); no output was "
+                "written (rank 0 writes only at the end, atomically). Rerun the stage",
+                file=sys.stderr,
+            )
+            raise SystemExit(1) from None
+        _leave_process_group()
+        logging.getLogger("pipeline.stages").info(f"stage {stage} finished in {time.perf_counter() - started:.1f} s")
+
+    return wrapper
+
+
+def tool_parser(module: str, doc: str | None) -> argparse.ArgumentParser:
+    """The argument parser of a command line in ``pipeline.tools``: its module's docstring as the ``--help``
+    text, kept as written."""
+    return argparse.ArgumentParser(prog=f"python -m {module}", description=doc,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
