@@ -70,7 +70,8 @@ plots: install ## dvc plots show (REVS="A B": dvc plots diff A B), offline: dvc_
 	PATH="$(BIN):$$PATH" $(PY) -m pipeline.tools.plots $(REVS)
 
 # MLflow's UI on this project's store. First prints the address of the preset's experiment's runs page
-# (http://127.0.0.1:5000/#/experiments/<id>/runs), or, without a store, says to run the pipeline first.
+# (http://127.0.0.1:5000/#/experiments/<id>/runs?workflowType=machine_learning: the model-training workspace, not
+# MLflow 3.17's default GenAI one), or, without a store, says to run the pipeline first.
 STORE := sqlite:///$(CURDIR)/mlflow.db
 ui: install ## prints the experiment's runs page, then starts mlflow ui on mlflow.db
 	@MLFLOW_TRACKING_URI=$(STORE) $(PY) -m pipeline.tools.compare --ui

@@ -9,7 +9,7 @@
 :data:`REGISTRY` is the one home of what the rest of the pipeline knows about an arm: its label and colour
 (every plot and table), whether it trains (an lr grid in params.yaml's ``data_hunger.<arm>``, validated by
 pipeline.core.config), the prepared inputs it reads, and the dvc.yaml stage of its sweep items. The ablation's
-weight-decay variants have theirs in :data:`DECAY_VARIANTS`. tests/unit/test_arms.py checks that
+weight-decay variants have theirs in :data:`DECAY_VARIANTS`. tests/unit/core/test_arm_registry.py checks that
 dvc.yaml, params.yaml and the ``.dvc/plots/`` templates agree with both. Adding an arm means its module, its
 entry here, its params section (if it trains) and its dvc.yaml item.
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pipeline.core.errors import UserError
 from pipeline.core.logs import setup_logging
+from pipeline.core.redaction import redact
 
 # A full disk, a quota, a read-only mount or a permission: the machine's fault, which the user fixes, not a bug.
 _STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
@@ -103,9 +104,38 @@ def one_run_at_a_time(stage: str, argv: list[str]) -> Iterator[None]:
         os.close(fd)  # releases the lock; the file stays, empty of meaning once unlocked
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGINT reached a stage: raised in its main thread, so every ``with`` block below unwinds (a
+    temporary output is removed, an MLflow run is marked KILLED, the lock is released) before it exits."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop_on_signals() -> None:
+    """SIGTERM (``kill``, a CI timeout, a closed terminal's hang-up turned into TERM by most shells) and SIGINT
+    (Ctrl-C) raise :class:`Stopped` in the main thread. Under torchrun, SIGTERM keeps its own handler
+    (:func:`_say_why_when_torchrun_stops_us`)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return  # a stage's main run from a thread (tests): signals are the process's owner's business
+
+    def stop(signum, frame) -> None:
+        raise Stopped(signum)
+
+    signal.signal(signal.SIGINT, stop)
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        signal.signal(signal.SIGTERM, stop)
+
+
 def stage_main(main: Callable[[], None]) -> Callable[[], None]:
     """Wraps a stage's ``main``: sets up its log (:mod:`pipeline.core.logs`), and a :class:`UserError` prints one line
-    (whatever the log level) and exits with status 1.
+    (whatever the log level) and exits with status 1. SIGTERM or SIGINT stops it in one line, with status
+    128 + the signal's number as a shell reports it, after its open MLflow runs are marked KILLED and its
+    temporary files removed (finished outputs are whole: each is renamed into place only once written).
 
     Set ``PIPELINE_DEBUG=1`` to see the full traceback instead.
     """
@@ -117,6 +147,7 @@ def stage_main(main: Callable[[], None]) -> Callable[[], None]:
         module = spec.name if spec else main.__module__
         stage = module.rsplit(".", 1)[-1]
         started = time.perf_counter()
+        _stop_on_signals()
         _say_why_when_torchrun_stops_us(stage)
         try:
             setup_logging()
@@ -128,8 +159,19 @@ def stage_main(main: Callable[[], None]) -> Callable[[], None]:
         except UserError as error:
             if os.environ.get("PIPELINE_DEBUG"):
                 raise
-            print(f"error in stage {stage}: {error}", file=sys.stderr)
+            print(redact(f"error in stage {stage}: {error}"), file=sys.stderr)
             raise SystemExit(1) from None
+        except KeyboardInterrupt as stop:
+            import signal
+
+            signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
+            print(
+                f"stage {stage} stopped by {signal.Signals(signum).name} after {time.perf_counter() - started:.1f} s; "
+                "nothing half-written was kept (each output is renamed into place only once whole) and its MLflow "
+                "runs are marked KILLED. Rerun it (or `dvc repro`) to finish",
+                file=sys.stderr,
+            )
+            raise SystemExit(128 + signum) from None
         except OSError as error:
             if os.environ.get("PIPELINE_DEBUG") or error.errno not in _STORAGE_ERRNOS:
                 raise
@@ -144,9 +186,10 @@ def stage_main(main: Callable[[], None]) -> Callable[[], None]:
             if os.environ.get("PIPELINE_DEBUG") or not _peer_failure(error):
                 raise
             rank = os.environ.get("RANK", "?")
+            first_line = redact(str(error)).splitlines()[0][:160]
             print(
                 f"error in stage {stage} (rank {rank} of {os.environ.get('WORLD_SIZE')}): another process of this "
-                f"torchrun job stopped ({type(error).__name__}: {str(error).splitlines()[0][:160]}); no output was "
+                f"torchrun job stopped ({type(error).__name__}: {first_line}); no output was "
                 "written (rank 0 writes only at the end, atomically). Rerun the stage",
                 file=sys.stderr,
             )

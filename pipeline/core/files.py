@@ -203,16 +203,38 @@ def file_sha256(path: str | Path) -> str:
     return digest.hexdigest()
 
 
+def _how_to_mend(path: Path) -> str:
+    return (
+        f"take one side of the merge (`git checkout --ours {path}` or `--theirs`), or make it anew with "
+        "`dvc repro -f -s <stage>` for the stage that writes it (`dvc stage list` names each stage's outputs)"
+    )
+
+
 def read_input(path: Path) -> str:
-    """A stage's input made by an earlier stage, or a one-line error naming the file when it is not there."""
+    """A stage's input made by an earlier stage (often a committed metrics or plots file), or a one-line error
+    naming the file when it is not there, not text, or holds a merge's conflict markers."""
     if not path.is_file():
         raise UserError(f"{path} is missing; run `dvc repro` (an earlier stage makes it)")
-    return path.read_text()
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError:
+        raise UserError(f"{path} is not a text file (damaged or overwritten); {_how_to_mend(path)}") from None
+    lines = text.splitlines()
+    if any(line.startswith("<<<<<<< ") for line in lines) and any(line.startswith(">>>>>>> ") for line in lines):
+        raise UserError(f"{path} has merge-conflict markers (<<<<<<< ... >>>>>>>); {_how_to_mend(path)}")
+    return text
 
 
 def read_json(path: Path) -> dict:
-    """:func:`read_input` of a JSON file."""
-    return json.loads(read_input(path))
+    """:func:`read_input` of a JSON file; a truncated or damaged one is a one-line error naming it."""
+    text = read_input(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise UserError(
+            f"{path} is not valid JSON ({error.msg} at line {error.lineno} column {error.colno}: truncated or "
+            f"damaged); {_how_to_mend(path)}"
+        ) from None
 
 
 def _copy_file(source: str, target: str) -> None:

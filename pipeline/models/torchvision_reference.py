@@ -1,4 +1,4 @@
-"""torchvision's own ViT builders, the reference our model is checked against (tests/unit/test_model.py,
+"""torchvision's own ViT builders, the reference our model is checked against (tests/unit/models/test_vit.py,
 benchmarks/bench_vit.py). No stage imports this module."""
 
 from __future__ import annotations

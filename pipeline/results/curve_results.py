@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 from pipeline.core.arm_registry import ARMS
 from pipeline.core.config import DataHungerConfig
 from pipeline.core.errors import UserError
+from pipeline.core.files import read_json
 from pipeline.data.images import ImageSet
 from pipeline.data.subsets import point_path, seed_subset
 from pipeline.results.metrics import baselines as baselines_of
@@ -21,7 +20,7 @@ def read_points(points: list[int], arms=ARMS) -> dict[str, list[dict]]:
             path = point_path(arm, point)
             if not path.is_file():
                 raise UserError(f"{path} is missing; run `dvc repro` (the sweep stages make it)")
-            summaries[arm].append(json.loads(path.read_text()))
+            summaries[arm].append(read_json(path))
     return summaries
 
 

@@ -6,8 +6,6 @@ lr trials and per-class scores stay in the detailed files beside it (plain outpu
 
 from __future__ import annotations
 
-HEADLINE_SHOTS = "10"  # the pretraining-size axis's few-shot size in the summary: the moonshot's size
-
 
 def mean_std(value: dict) -> dict:
     return {"mean": value["mean"], "std": value["std"]}
@@ -18,8 +16,9 @@ def interval(value: dict) -> dict:
 
 
 def headline(evaluate: dict, data_hunger: dict, comparisons: dict, ablation: dict, pretraining: dict,
-             backbone: dict, arms: tuple[str, ...]) -> dict:  # fmt: skip
-    """``metrics/summary.json`` from the detailed metrics files (each as its stage wrote it)."""
+             backbone: dict, arms: tuple[str, ...], shots: int) -> dict:  # fmt: skip
+    """``metrics/summary.json`` from the detailed metrics files (each as its stage wrote it); the pretraining-size
+    axis at ``shots`` per class (params.yaml's ``masked_patch.stretch_shots``, one of ``pretraining_scale.shots``)."""
     protocol_n = str(evaluate["protocol"]["n_train_per_class"])
     return {
         "seed000": {arm: mean_std(evaluate[arm]["test_acc"]) for arm in ("scratch", "linear")},
@@ -34,21 +33,22 @@ def headline(evaluate: dict, data_hunger: dict, comparisons: dict, ablation: dic
             name: {"test_acc": variant["test_acc"]["mean"], "collapse": variant["collapse"]["mean"]}
             for name, variant in ablation["variants"].items()
         },  # fmt: skip
-        "pretraining_scale": pretraining_headline(pretraining),
+        "pretraining_scale": pretraining_headline(pretraining, shots),
         "backbone_pool_test_acc": backbone.get("pool_test_acc"),
     }
 
 
-def pretraining_headline(pretraining: dict) -> dict:
-    """Few-shot test accuracy at ``HEADLINE_SHOTS`` per architecture and pretraining size, and the pixel probe's;
+def pretraining_headline(pretraining: dict, shots: int) -> dict:
+    """Few-shot test accuracy at ``shots`` per class per architecture and pretraining size, and the pixel probe's;
     empty for the paper preset, which has no pretraining-size axis."""
+    key = str(shots)
     result = {
-        arch: {size: shots[HEADLINE_SHOTS]["mean"] for size, shots in pretraining[arch].items()}
+        arch: {size: by_shots[key]["mean"] for size, by_shots in pretraining[arch].items()}
         for arch in ("vit", "resnet", "vit_masked_patch", "vit_masked_patch_long")
         if pretraining.get(arch)
     }
     if "pixels" in pretraining:
-        result["pixels"] = pretraining["pixels"][HEADLINE_SHOTS]["mean"]
+        result["pixels"] = pretraining["pixels"][key]["mean"]
     return result
 
 

@@ -4,7 +4,7 @@
 Each seed trains on its own ``offline.train_per_class`` images per class (as train_scratch), for the
 recipe's fixed epochs (seed 000's head); the validation split is scored every epoch and the test set once,
 by the evaluate stage. The frozen backbone's features are computed once; training the head on them is the
-same as seed 000's per-epoch forward through the frozen model (tests/unit/test_engine.py proves it),
+same as seed 000's per-epoch forward through the frozen model (tests/unit/train/test_loop.py proves it),
 only 10x cheaper for 10 epochs.
 """
 

@@ -11,14 +11,13 @@ seed and images in the same order), so it is read, not trained again. Offline pr
 
 from __future__ import annotations
 
-import json
 import sys
 
 from pipeline.core import paths
 from pipeline.core.config import Params
 from pipeline.core.entry import stage_main
 from pipeline.core.errors import UserError
-from pipeline.core.files import write_json
+from pipeline.core.files import read_json, write_json
 from pipeline.core.logs import stage_log as log
 from pipeline.core.params_yaml import load_params
 from pipeline.data.images import load_split
@@ -46,7 +45,7 @@ def run_item(params: Params, arch: str, point: int) -> dict:
     with stage_tracker(params, name, seed=cfg.seed, runtime=runtime, arch=arch, n_pretrain=str(len(pool))) as tracker:
         if arch == "vit" and len(pool) == len(pool_all):  # the backbone stage's pretrain_on_pool, read
             model = load_backbone(params.offline.model, runtime, "supervised")
-            pool_test_acc = json.loads((paths.METRICS / "backbone.json").read_text())["pool_test_acc"]
+            pool_test_acc = read_json(paths.METRICS / "backbone.json")["pool_test_acc"]
         else:
             widths = tuple(params.data_hunger.cnn_widths)
             model, history = pretrain_on_pool(

@@ -12,6 +12,7 @@ from pipeline.core.arm_registry import ARMS
 from pipeline.core.entry import stage_main
 from pipeline.core.files import read_json, write_json
 from pipeline.core.logs import stage_log as log
+from pipeline.core.params_yaml import load_params
 from pipeline.results.headline import count_numbers, headline
 
 
@@ -19,7 +20,8 @@ from pipeline.results.headline import count_numbers, headline
 def main() -> None:
     names = ("evaluate", "data_hunger", "comparisons", "ablation", "pretraining_scale", "backbone")
     files = {name: read_json(paths.METRICS / f"{name}.json") for name in names}
-    summary = headline(*files.values(), arms=ARMS)
+    shots = load_params().masked_patch.stretch_shots  # the pre-registered stretch's size, one of the axis's shots
+    summary = headline(*files.values(), arms=ARMS, shots=shots)
     write_json(paths.METRICS / "summary.json", summary)
     log.info(f"summary: {count_numbers(summary)} numbers in {paths.METRICS / 'summary.json'}")
 

@@ -25,6 +25,7 @@ from pipeline.core.entry import stage_main, tool_parser
 from pipeline.core.errors import UserError
 from pipeline.core.files import write_text
 from pipeline.core.params_yaml import load_params
+from pipeline.core.redaction import redact
 from pipeline.tracking.mlflow_store import tracking_uri
 
 REPORTS = Path("reports")
@@ -83,10 +84,13 @@ def fetch_runs(uri: str, experiment: str) -> pd.DataFrame:
 
 
 def runs_page(uri: str, experiment: str, ui: str = UI) -> str:
-    """The address of ``experiment``'s runs page in MLflow's UI (MLflow 3: ``<ui>/#/experiments/<id>/runs``).
+    """The address of ``experiment``'s runs page in MLflow's UI, in its model-training workspace
+    (``<ui>/#/experiments/<id>/runs?workflowType=machine_learning``). MLflow 3.17's UI opens an experiment in its
+    GenAI workspace (traces, latency, tokens) unless the address's ``workflowType`` says otherwise: its bundled
+    ``main.*.js`` reads that search parameter, ``genai`` or ``machine_learning``, before the choice it remembers.
 
-    Raises:
-        UserError: the store does not exist (run the pipeline first), cannot be read, or lacks the experiment.
+        Raises:
+            UserError: the store does not exist (run the pipeline first), cannot be read, or lacks the experiment.
     """
     import warnings
 
@@ -101,7 +105,7 @@ def runs_page(uri: str, experiment: str, ui: str = UI) -> str:
         raise store_error(uri, error) from None
     if found is None:
         raise UserError(f"the MLflow store {uri} has no experiment {experiment!r}; {HINT}")
-    return f"{ui}/#/experiments/{found.experiment_id}/runs"
+    return f"{ui}/#/experiments/{found.experiment_id}/runs?workflowType=machine_learning"
 
 
 def runs_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -193,7 +197,7 @@ def main() -> None:
     params = load_params()
     experiment, uri = f"vit-{params.preset}", tracking_uri()
     if args.ui:
-        print(f"compare: the runs of {experiment} in mlflow ui: {runs_page(uri, experiment)}")
+        print(redact(f"compare: the runs of {experiment} in mlflow ui: {runs_page(uri, experiment)}"))
         return
     table = runs_table(fetch_runs(uri, experiment))
     summary = summary_table(table)

@@ -9,7 +9,6 @@ from metrics/ablation.json.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
@@ -18,7 +17,7 @@ from pipeline.core import paths
 from pipeline.core.arm_registry import DECAY_VARIANTS, REGISTRY, TABLE_ORDER
 from pipeline.core.entry import stage_main, tool_parser
 from pipeline.core.errors import UserError
-from pipeline.core.files import write_text
+from pipeline.core.files import read_json, write_text
 
 
 def mean_std(value: dict) -> str:
@@ -372,7 +371,7 @@ def read_metrics(name: str) -> dict:
     path = paths.METRICS / name
     if not path.is_file():
         raise UserError(f"{path} is missing; run `dvc repro` (or `dvc pull`) first")
-    return json.loads(path.read_text())
+    return read_json(path)
 
 
 def generated_blocks() -> dict[str, str]:

@@ -272,7 +272,10 @@ class Tracker:
         if not is_main_process():
             return
         wall_time = time.time() - self.started
-        BACKGROUND.submit(lambda: self._finish("FINISHED" if exc_type is None else "FAILED", wall_time))
+        # a stage stopped by SIGTERM or Ctrl-C (pipeline.core.entry.Stopped is a KeyboardInterrupt) was killed
+        killed = exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
+        status = "FINISHED" if exc_type is None else "KILLED" if killed else "FAILED"
+        BACKGROUND.submit(lambda: self._finish(status, wall_time))
         if self.parent is None:  # the stage's own run: every call made, before the process may exit
             BACKGROUND.wait()
 

@@ -1,7 +1,7 @@
 """Adam and AdamW over a list of parameters, one ``torch._foreach_*`` kernel per operation for all of them.
 
 The arithmetic is ``torch.optim.Adam`` / ``torch.optim.AdamW`` with ``foreach=True`` (no amsgrad, no maximize),
-op for op, so a run is bit for bit what torch's optimiser gives (``tests/unit/test_optim.py``). What it leaves
+op for op, so a run is bit for bit what torch's optimiser gives (``tests/unit/train/test_optim.py``). What it leaves
 out is torch.optim's wrapping: its first ``step`` (and ``zero_grad``, ``add_param_group``) imports
 ``torch._dynamo`` to mark itself as not to be compiled, about 1.8 s of every stage process that trains
 (docs/benchmark.md), where the training itself is often under a minute.

@@ -24,7 +24,7 @@ def run(args: list[str], cwd: Path, env: dict[str, str]) -> str:
 
 
 def test_offline_preset_runs_on_a_small_idx_fixture(tmp_path):
-    """prepare -> plot on IDX files written here (download is covered by tests/unit/test_fetch.py)."""
+    """prepare -> plot on IDX files written here (download is covered by tests/unit/data/test_fetch.py)."""
     repo = tmp_path / "project"
     repo.mkdir()
     copy_project(repo)

@@ -65,7 +65,7 @@ def test_ui_prints_the_experiment_s_runs_page_and_writes_nothing(project, monkey
     client = MlflowClient(tracking_uri=uri)
     client.create_experiment("vit-paper")  # another preset's experiment first: the ids differ
     experiment_id = client.create_experiment("vit-offline")
-    page = f"http://127.0.0.1:5000/#/experiments/{experiment_id}/runs"
+    page = f"http://127.0.0.1:5000/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
     assert compare.runs_page(uri, "vit-offline") == page
     capsys.readouterr()  # MLflow's own log lines from creating the store
     status, out, _ = run_cli(compare, monkeypatch, capsys, "--ui")

@@ -170,7 +170,7 @@ NOT_RESULTS = {  # decimal numbers in the prose that no rerun changes
     "3.10": "the Python version the project needs",
     "2.14": "the torch version whose API the detector works around",
     "4.6": "the paper's section",
-    "2.1e-6": "the logit parity with torchvision that tests/unit/test_model.py checks",
+    "2.1e-6": "the logit parity with torchvision that tests/unit/models/test_vit.py checks",
 }
 
 

@@ -23,12 +23,15 @@ def assert_training_outputs_complete(repo: Path) -> None:
         assert len((repo / path).read_text().splitlines()) == 1 + 2  # header + one row per epoch
 
 
+PASSWORD, TOKEN = "pa55-w0rd-1", "tok-0123456789"
+
+
 def test_mlflow_failure_warns_and_the_stage_finishes_with_complete_outputs(project, tmp_path):
     (tmp_path / "a-file").write_text("")  # no folder can be made under a file, even by root
     locked = tmp_path / "locked.db"
     shutil.copy(project.env["MLFLOW_TRACKING_URI"].removeprefix("sqlite:///"), locked)  # a store with tables
     stores = {
-        "http-closed-port": "http://127.0.0.1:9",
+        "http-closed-port": f"http://alice:{PASSWORD}@127.0.0.1:9",  # a team server's URI, with its credentials
         "sqlite-under-a-file": f"sqlite:///{tmp_path / 'a-file' / 'mlflow.db'}",
         "sqlite-locked": f"sqlite:///{locked}",
     }
@@ -43,6 +46,8 @@ def test_mlflow_failure_warns_and_the_stage_finishes_with_complete_outputs(proje
                 "MLFLOW_TRACKING_URI": uri,
                 "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
                 "MLFLOW_HTTP_REQUEST_TIMEOUT": "2",
+                "MLFLOW_TRACKING_TOKEN": TOKEN,
+                "PIPELINE_LOG_FILE": str(tmp_path / f"{case}.log"),
             }
             processes.append(copies[-1].start("train_scratch", env=env))
         results = in_parallel(processes)
@@ -56,6 +61,13 @@ def test_mlflow_failure_warns_and_the_stage_finishes_with_complete_outputs(proje
         assert result.stderr.count("warning: MLflow") == 1, case  # one warning, then no more attempts
         assert_training_outputs_complete(copy.repo)
     assert "database is locked" in results[2].stderr
+    # the credentials are masked in the warning and written nowhere: not in the log file, not in any output
+    assert "http://alice:***@127.0.0.1:9" in results[0].stderr
+    written = [tmp_path / f"{case}.log" for case in stores]
+    written += [path for copy in copies for path in copy.repo.rglob("*") if path.is_file() and ".git" not in path.parts]
+    for text in [result.stdout + result.stderr for result in results] + [p.read_bytes().decode(errors="replace")
+                                                                          for p in written]:  # fmt: skip
+        assert PASSWORD not in text and TOKEN not in text
 
 
 def git_dvc(repo: Path, env: dict[str, str], *args: str, timeout: float = 600) -> str:

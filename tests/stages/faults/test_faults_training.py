@@ -1,14 +1,17 @@
 """Faults of training (pipeline/train/loop.py): a non-finite loss (issue 5's case 8), a run killed with SIGKILL
-then rerun (9), and determinism (13)."""
+then rerun (9), a run stopped politely (SIGTERM, Ctrl-C's SIGINT), and determinism (13)."""
 
 from __future__ import annotations
 
 import re
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
+import time
 
+import pytest
 import torch
 from fault_project import assert_fails, copy_of
 from helpers import digest_tree
@@ -49,6 +52,35 @@ def test_training_killed_mid_run_then_rerun_matches_an_uninterrupted_run(project
         assert digest_tree(repo / path) == before[path]  # per-epoch metrics identical to the uninterrupted run
     state = torch.load(repo / "models/scratch/seed_0.pt", weights_only=True)
     assert state.keys() == baseline_state.keys() and all(torch.equal(state[k], baseline_state[k]) for k in state)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stage_stopped_politely_says_so_in_one_line_keeps_its_outputs_and_marks_its_runs_killed(project, signum):
+    repo = project.repo
+    before = {p: digest_tree(repo / p) for p in TRAINING_OUTPUTS}
+    started_ms = int(time.time() * 1000)
+    with project.params(train_scratch={"paper": {"epochs": 4}}):
+        process = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.stages.train_scratch"],
+            cwd=repo, env=project.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        for line in process.stdout:
+            if "epoch 1:" in line:
+                break
+        process.send_signal(signum)
+        rest = process.stdout.read()
+        process.wait()
+        process.stdout.close()
+    assert process.returncode == 128 + signum, rest[-3000:]
+    assert "Traceback" not in rest
+    (said,) = [line for line in rest.splitlines() if "stopped by" in line]
+    assert said.startswith(f"stage train_scratch stopped by {signal.Signals(signum).name} after ")
+    assert {p: digest_tree(repo / p) for p in TRAINING_OUTPUTS} == before  # nothing replaced, nothing half-written
+    assert not [p for p in (repo / "models").rglob("*.tmp")] and not list((repo / "plots").rglob("*.tmp"))
+    database = project.env["MLFLOW_TRACKING_URI"].removeprefix("sqlite:///")
+    with sqlite3.connect(database) as store:
+        statuses = [row[0] for row in store.execute("SELECT status FROM runs WHERE start_time >= ?", (started_ms,))]
+    assert statuses and set(statuses) == {"KILLED"}  # the stage's run and its seeds' runs
 
 
 def test_same_seed_gives_byte_identical_metrics_and_another_seed_changes_them(project, tmp_path):

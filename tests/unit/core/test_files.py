@@ -128,3 +128,31 @@ def test_atomic_dir_replaces_a_folder_whole_or_not_at_all(tmp_path):
         files.write_bytes(folder / "seed_0.pt", b"new 0")
     assert digest_tree(models) == {"seed_0.pt": sha(b"new 0")}
     assert sorted(p.name for p in models.parent.iterdir()) == ["scratch"]  # no temporary folder left
+
+
+MERGED = '{\n<<<<<<< HEAD\n  "test_acc": 0.61\n=======\n  "test_acc": 0.64\n>>>>>>> other-branch\n}\n'
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (MERGED, r"has merge-conflict markers \(<<<<<<< \.\.\. >>>>>>>\)"),
+        ('{"test_acc": {"mean": 0.6', r"is not valid JSON \(.* at line 1 column \d+: truncated or damaged\)"),
+        (b"\x80\x00\xff binary", r"is not a text file"),
+    ],
+    ids=["merge-conflict", "truncated", "binary"],
+)
+def test_a_merged_truncated_or_binary_input_is_one_line_naming_the_file_and_both_fixes(tmp_path, content, problem):
+    path = tmp_path / "metrics" / "data_hunger.json"
+    path.parent.mkdir()
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(UserError, match=re.escape(str(path)) + " " + problem) as caught:
+        files.read_json(path)
+    message = str(caught.value)
+    assert "\n" not in message and f"git checkout --ours {path}" in message and "dvc repro -f -s <stage>" in message
+
+
+def test_marker_like_text_inside_a_value_is_no_merge(tmp_path):
+    path = tmp_path / "note.json"
+    path.write_text('{"note": "<<<<<<< quoted, not at a line start",\n "end": ">>>>>>> neither"}')
+    assert files.read_json(path)["note"].startswith("<<<<<<<")

@@ -1,6 +1,6 @@
 """pipeline.models.torchvision_reference: torchvision's builders, the reference the model tests compare against, build
 what they
-name (the parity tests themselves are in test_model.py)."""
+name (the parity tests themselves are in test_vit.py)."""
 
 from __future__ import annotations
 
