@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 BIN := $(abspath $(VENV))/bin
 FASHION_MNIST := /usr/share/datasets/fashion-mnist
 
-.PHONY: install help data repro paper paper-20 ddp results results-write compare plots ui predict test test-unit lint format bench bench-efficiency bench-start clean
+.PHONY: install help data repro paper paper-20 ddp results results-write compare plots ui predict test test-unit lint format bench bench-efficiency bench-start gpu-check clean
 
 install: $(VENV)/.installed ## the virtualenv .venv with the pinned dependencies and the vit-* commands
 
@@ -26,9 +26,10 @@ data: ## Fashion-MNIST from Debian's package (as root with apt-get; else the dow
 		{ apt-get update -q >/dev/null && apt-get install -y -q dataset-fashion-mnist >/dev/null; } || \
 		echo "could not install dataset-fashion-mnist; the download stage will try the internet"; fi
 
-repro: install data ## says how long it takes here, then dvc repro: the committed pipeline
+# dvc repro under pipeline.tools.progress: dvc's output unchanged, plus the stage number and the time left.
+repro: install data ## says how long it takes here, then dvc repro: the committed pipeline, with its progress
 	@$(PY) -m pipeline.tools.estimate || true
-	PATH="$(BIN):$$PATH" dvc repro
+	PATH="$(BIN):$$PATH" $(PY) -m pipeline.tools.progress
 
 # Seed 000's experiment (needs internet; GPU recommended), recorded as the DVC experiment "paper".
 paper: install ## seed 000's experiment (paper preset) as the DVC experiment "paper"
@@ -106,6 +107,12 @@ bench-efficiency: install ## GFLOP/s of every model's training step against the 
 
 bench-start: install ## seconds from a stage process's start to its first optimiser step (docs/benchmark.md)
 	$(PY) benchmarks/stage_start.py --reps 5
+
+# The CUDA paths in one command (benchmarks/gpu_check.py): throughput against torchvision, torchrun, the paper
+# preset's stages on B/16 with legacy-named weights, the tiny pipeline through dvc repro, a rerun for determinism.
+# At most --budget-s 540 s; on a GPU it writes metrics/gpu_check.json. E.g. make gpu-check ARGS="--checks e,d".
+gpu-check: install ## the CUDA paths in one command, <= 9 min on one GPU (tiny on a CPU): metrics/gpu_check.json
+	PATH="$(BIN):$$PATH" $(PY) benchmarks/gpu_check.py $(ARGS)
 
 clean: ## removes .venv and the caches
 	rm -rf $(VENV) .pytest_cache .ruff_cache

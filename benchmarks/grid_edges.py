@@ -7,7 +7,7 @@ run (``metrics/data_hunger/*.json`` name it in ``runtime``). For every trained a
 at an end of its grid (``lr_at_edge``: low | high), it trains the first seed, the one that chooses, at the next
 value of the grid's 1-3-10 sequence past that end (0.003 -> 0.01, 0.0003 -> 0.0001), under the committed protocol
 (budget, plateau schedule, validation rule), and holds its validation score against the committed first seed's
-at the edge (``lr_trials``) with the selection rule of the sweeps (``engine.better_score``). ``choice_holds`` is
+at the edge (``lr_trials``) with the selection rule of the sweeps (``plateau.better_score``). ``choice_holds`` is
 true where the edge value still wins: the wider grid would have kept the committed choice, so it lies inside
 that grid. The probes' ridge grid (x10 steps) gets the same check for every seed whose ridge is at an end
 (``reg_at_edge``; the ridge is chosen per seed, in closed form, so each such seed is refitted with the grid one
@@ -31,7 +31,7 @@ from pipeline.arms.protocol import Curve
 from pipeline.core.arm_registry import TRAINED, arm_module
 from pipeline.core.params_yaml import load_params
 from pipeline.data.subsets import point_path
-from pipeline.train.loop import better_score
+from pipeline.train.plateau import better_score
 from pipeline.train.runtime import resolve_runtime
 
 KEPT = ("val_acc", "val_loss", "best_step", "steps", "budget", "cap", "decay_step", "stopped_at_cap")

@@ -34,11 +34,12 @@ OUTPUT_FOLDERS = ("metrics", "plots", "models", "data/prepared")
 UNHASHED = ("wall_s", "seconds")
 
 
-def write_fixture(repo: Path) -> None:
+def write_fixture(repo: Path, runtime: dict | None = None) -> None:
+    """The tiny params and random IDX files in ``repo``; ``runtime`` merges into its runtime section (CPU, fp32)."""
     set_params(
         repo,
         seeds=[0],
-        runtime={"device": "cpu", "precision": "fp32", "threads": 2},
+        runtime={"device": "cpu", "precision": "fp32", "threads": 2, **(runtime or {})},
         offline={"classes": ["Trouser", "Sandal", "Bag"], "train_per_class": 4, "mirror": False},
         validation={"offline_per_class": 2},
         backbone={"epochs": 1, "batch_size": 16},
@@ -72,14 +73,19 @@ def listing(repo: Path) -> list[str]:
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--keep", type=Path, help="run in this folder and keep it (default: a temporary one)")
-    args = parser.parse_args()
-    repo = args.keep or Path(tempfile.mkdtemp(prefix="tiny-outputs-"))
-    repo.mkdir(parents=True, exist_ok=True)
+def reproduce(repo: Path, runtime: dict | None = None, timeout: float | None = None) -> list[str]:
+    """Copies the project into ``repo``, writes the fixture, runs `dvc repro` there; returns :func:`listing`.
+
+    Args:
+        repo: an empty folder.
+        runtime: merged into the fixture's runtime section (e.g. ``{"device": "cuda", "precision": "bf16"}``).
+        timeout: seconds each command may take (``subprocess.TimeoutExpired`` past it).
+
+    Raises:
+        RuntimeError: a command failed; the message holds the end of its output.
+    """
     copy_project(repo)
-    write_fixture(repo)
+    write_fixture(repo, runtime)
     env = clean_env()
     env["MLFLOW_TRACKING_URI"] = f"sqlite:///{repo / 'mlflow.db'}"
     env["PIPELINE_CACHE_DIR"] = str(repo / ".cache")
@@ -89,10 +95,23 @@ def main() -> None:
         ["dvc", "commit", "-f", "download"],
         ["dvc", "repro"],
     ):
-        result = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True)
+        result = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=timeout)
         if result.returncode:
-            sys.exit(f"{' '.join(command)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
-    print("\n".join(listing(repo)))
+            raise RuntimeError(f"{' '.join(command)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return listing(repo)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keep", type=Path, help="run in this folder and keep it (default: a temporary one)")
+    args = parser.parse_args()
+    repo = args.keep or Path(tempfile.mkdtemp(prefix="tiny-outputs-"))
+    repo.mkdir(parents=True, exist_ok=True)
+    try:
+        rows = reproduce(repo)
+    except RuntimeError as error:
+        sys.exit(str(error))
+    print("\n".join(rows))
     if not args.keep:
         shutil.rmtree(repo, ignore_errors=True)
 

@@ -18,6 +18,7 @@ from pipeline.data import images as data
 from pipeline.data.images import ImageSet
 from pipeline.models.vit import ViT, vit_config
 from pipeline.train.runtime import Runtime
+from pipeline.train.schedule import Recipe, epoch_steps
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = Runtime(torch.device("cpu"), "fp32")
@@ -173,3 +174,26 @@ def truncated_jpeg() -> bytes:
     buffer = io.BytesIO()
     Image.fromarray(np.full((40, 40, 3), 128, dtype=np.uint8)).save(buffer, format="JPEG")
     return buffer.getvalue()[:300]
+
+
+def recipe_for(n: int, epochs: int, lr: float, batch_size: int, **changes) -> Recipe:
+    """Adam, constant lr, no decay or clipping, for ``epochs`` passes over ``n`` examples."""
+    settings = dict(optimizer="adam", weight_decay=0.0, schedule="none", warmup_fraction=0.0, grad_clip=0.0)
+    return Recipe(lr=lr, batch_size=batch_size, steps=epoch_steps(epochs, n, batch_size), **{**settings, **changes})
+
+
+# download -> prepare -> sweep_cnn@0, sweep_cnn@1 -> plot, and summary alone (dvc dag --dot's form, edges downstream)
+DOT = """strict digraph {
+"download";
+"prepare";
+"sweep_cnn@0";
+"sweep_cnn@1";
+"plot";
+"summary";
+"download" -> "prepare";
+"prepare" -> "sweep_cnn@0";
+"prepare" -> "sweep_cnn@1";
+"sweep_cnn@0" -> "plot";
+"sweep_cnn@1" -> "plot";
+}
+"""

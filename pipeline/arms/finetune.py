@@ -9,7 +9,7 @@ import torch
 
 from pipeline.arms import linear
 from pipeline.arms.linear import point_data  # one function: a sweep running both arms computes it once
-from pipeline.arms.protocol import Curve, fit_seed
+from pipeline.arms.protocol import Curve, Point, fit_seed
 from pipeline.core.arm_registry import REGISTRY
 from pipeline.data.images import ImageSet
 from pipeline.models.vit import ViT
@@ -19,12 +19,12 @@ VIEW = REGISTRY["finetune"].view
 __all__ = ["VIEW", "point_data", "run_seed"]
 
 
-def run_seed(curve: Curve, data: dict, seed: int, lr: float) -> dict:
+def run_seed(curve: Curve, data: Point, seed: int, lr: float) -> dict:
     """One seed at one learning rate of ``data_hunger.finetune.lrs``."""
     probe, _, _ = linear.seed_probe(curve, data, seed)
 
     def build(train_set: ImageSet) -> ViT:
-        model = finetune_model(data["backbone"], data["num_classes"])
+        model = finetune_model(data.backbone, data.num_classes)
         with torch.no_grad():
             model.heads.head.weight.copy_(probe.weight)
             model.heads.head.bias.copy_(probe.bias)

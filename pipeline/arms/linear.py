@@ -5,9 +5,11 @@ with Adam (the linear_probe stage). Its evaluation and curve runs (its checkpoin
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
-from pipeline.arms.protocol import Curve, load_point, probe_record
+from pipeline.arms.protocol import Curve, Point, load_point, probe_record
 from pipeline.core.arm_registry import REGISTRY
 from pipeline.data.images import ImageSet, batch_preparer
 from pipeline.data.subsets import seed_subset
@@ -20,35 +22,38 @@ from pipeline.train.runtime import Runtime
 VIEW = REGISTRY["linear"].view
 
 
-def point_data(curve: Curve, point: int) -> dict:
+def point_data(curve: Curve, point: int) -> Point:
     """The point's sets, with the frozen backbone's features of validation and test computed once."""
     data = load_point(curve, VIEW, point)
     runtime, batch = curve.runtime, curve.eval_batch_size
-    data["backbone"] = backbone = load_backbone(curve.backbone_model, runtime, curve.backbone_source)
-    data["val_features"] = extract_features(backbone, data["val"].images, runtime, batch, data["score"])
-    data["test_features"] = extract_features(backbone, data["test"].images, runtime, batch, data["score"])
-    return data
+    backbone = load_backbone(curve.backbone_model, runtime, curve.backbone_source)
+    return dataclasses.replace(
+        data,
+        backbone=backbone,
+        val_features=extract_features(backbone, data.val.images, runtime, batch, data.score),
+        test_features=extract_features(backbone, data.test.images, runtime, batch, data.score),
+    )
 
 
-def seed_probe(curve: Curve, data: dict, seed: int) -> tuple[Probe, torch.Tensor, ImageSet]:
+def seed_probe(curve: Curve, data: Point, seed: int) -> tuple[Probe, torch.Tensor, ImageSet]:
     """The few-shot probe on the frozen features of this seed's subset; returns it, those features and the subset.
     Fitted once per seed and point: fine-tuning's lr trials start from the same probe."""
-    fitted = data.setdefault("probes", {})
+    fitted = data.probes
     if seed not in fitted:
         fitted[seed] = fit_seed_probe(curve, data, seed)
     return fitted[seed]
 
 
-def fit_seed_probe(curve: Curve, data: dict, seed: int) -> tuple[Probe, torch.Tensor, ImageSet]:
-    train_set = seed_subset(data["pool"], data["n"], seed)
-    features = extract_features(data["backbone"], train_set.images, curve.runtime, curve.eval_batch_size,
-                                data["score"])  # fmt: skip
-    probe = fit_probe(features, train_set.labels, data["val_features"], data["val"].labels, data["num_classes"],
+def fit_seed_probe(curve: Curve, data: Point, seed: int) -> tuple[Probe, torch.Tensor, ImageSet]:
+    train_set = seed_subset(data.pool, data.n, seed)
+    features = extract_features(data.backbone, train_set.images, curve.runtime, curve.eval_batch_size,
+                                data.score)  # fmt: skip
+    probe = fit_probe(features, train_set.labels, data.val_features, data.val.labels, data.num_classes,
                       curve.config.probe_regs)  # fmt: skip
     return probe, features, train_set
 
 
-def run_seed(curve: Curve, data: dict, seed: int, lr: float | None = None) -> dict:
+def run_seed(curve: Curve, data: Point, seed: int, lr: float | None = None) -> dict:
     """The probe on this seed's subset; ``lr`` is unused (a closed form has none)."""
     probe, features, train_set = seed_probe(curve, data, seed)
     return probe_record(probe, (features, train_set.labels), data)

@@ -3,7 +3,9 @@ like-for-like baseline of the ``linear`` arm: the same closed-form solution and 
 
 from __future__ import annotations
 
-from pipeline.arms.protocol import Curve, load_point, probe_record
+import dataclasses
+
+from pipeline.arms.protocol import Curve, Point, load_point, probe_record
 from pipeline.core.arm_registry import REGISTRY
 from pipeline.data.subsets import seed_subset
 from pipeline.models.probe import fit_probe, flat_pixels
@@ -11,17 +13,15 @@ from pipeline.models.probe import fit_probe, flat_pixels
 VIEW = REGISTRY["pixels"].view
 
 
-def point_data(curve: Curve, point: int) -> dict:
+def point_data(curve: Curve, point: int) -> Point:
     data = load_point(curve, VIEW, point)
-    data["val_features"] = flat_pixels(data["val"])
-    data["test_features"] = flat_pixels(data["test"])
-    return data
+    return dataclasses.replace(data, val_features=flat_pixels(data.val), test_features=flat_pixels(data.test))
 
 
-def run_seed(curve: Curve, data: dict, seed: int, lr: float | None = None) -> dict:
+def run_seed(curve: Curve, data: Point, seed: int, lr: float | None = None) -> dict:
     """The probe on this seed's subset; ``lr`` is unused (a closed form has none)."""
-    train_set = seed_subset(data["pool"], data["n"], seed)
+    train_set = seed_subset(data.pool, data.n, seed)
     features = flat_pixels(train_set)
-    probe = fit_probe(features, train_set.labels, data["val_features"], data["val"].labels, data["num_classes"],
+    probe = fit_probe(features, train_set.labels, data.val_features, data.val.labels, data.num_classes,
                       curve.config.probe_regs)  # fmt: skip
     return probe_record(probe, (features, train_set.labels), data)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import torch
 from torch import nn
 
 from pipeline.core import paths
@@ -13,8 +14,10 @@ from pipeline.data.images import ImageSet, batch_preparer, load_split
 from pipeline.data.subsets import seed_subset, sweep_sizes, sweep_train_set, val_set
 from pipeline.models.probe import Probe
 from pipeline.results.stats import spread
-from pipeline.train.loop import Recipe, Stopping, better_score, count_parameters, evaluate, train_until_plateau
+from pipeline.train.loop import Recording, count_parameters, evaluate
+from pipeline.train.plateau import Stopping, better_score, train_until_plateau
 from pipeline.train.runtime import Runtime, seed_everything
+from pipeline.train.schedule import Recipe
 
 
 @dataclass(frozen=True)
@@ -30,24 +33,44 @@ class Curve:
     runtime: Runtime
 
 
-def load_point(curve: Curve, view: str, point: int) -> dict:
+@dataclass(frozen=True)
+class Point:
+    """One size of the curve as an arm's runs read it: what every seed draws from and is scored on. The probe
+    arms add the features of validation and test (and the linear arm its backbone) with ``dataclasses.replace``,
+    once per point."""
+
+    n: int | None  # training images per class (None: every image, the paper preset's whole train folder)
+    num_classes: int
+    pool: ImageSet  # every seed's nested subsets are drawn from it
+    val: ImageSet
+    test: ImageSet
+    prepare: Callable  # training batches: augmented where the arm augments
+    score: Callable  # evaluation batches: never augmented
+    backbone: nn.Module | None = None  # the frozen pretrained ViT (linear, finetune)
+    val_features: torch.Tensor | None = None  # the probes' inputs of validation and test (linear, pixels)
+    test_features: torch.Tensor | None = None
+    # seed -> the linear arm's fitted probe, kept for fine-tuning's lr trials (a cache: the point stays the same)
+    probes: dict = field(default_factory=dict)
+
+
+def load_point(curve: Curve, view: str, point: int) -> Point:
     """A point's size and the sets of ``view``'s transform: the pool every seed draws from, validation, test."""
     pool = sweep_train_set(curve.preset, view)
     test_set = load_split(paths.prepared_split(view, "test"))
     num_classes = len(pool.classes)
-    return {
-        "n": sweep_sizes(curve.config, curve.preset, pool.labels, num_classes)[point],
-        "num_classes": num_classes,
-        "pool": pool,
-        "val": val_set(view),
-        "test": test_set,
-        "prepare": batch_preparer(pool, augment_train=True),
-        "score": batch_preparer(test_set, augment_train=False),
-    }
+    return Point(
+        n=sweep_sizes(curve.config, curve.preset, pool.labels, num_classes)[point],
+        num_classes=num_classes,
+        pool=pool,
+        val=val_set(view),
+        test=test_set,
+        prepare=batch_preparer(pool, augment_train=True),
+        score=batch_preparer(test_set, augment_train=False),
+    )
 
 
 def fit_seed(
-    curve: Curve, data: dict, seed: int, lr: float, arm: str, build_model: Callable[[ImageSet], nn.Module]
+    curve: Curve, data: Point, seed: int, lr: float, arm: str, build_model: Callable[[ImageSet], nn.Module]
 ) -> dict:
     """One trained run: the seed's subset, ``data_hunger.<arm>`` at ``lr``, trained under the validation rule
     over the size's budget (``DataHungerConfig.budget``, or up to ``cap`` for a plateau schedule, whose run
@@ -55,7 +78,7 @@ def fit_seed(
     ``score`` tests it on the whole test set: the sweep calls it once, for a run it keeps."""
     cfg, runtime = curve.config, curve.runtime
     generator = seed_everything(seed)
-    train_set = seed_subset(data["pool"], data["n"], seed)
+    train_set = seed_subset(data.pool, data.n, seed)
     model = build_model(train_set).to(runtime.device)
     steps, eval_every = cfg.budget(len(train_set))
     optimiser = getattr(cfg, arm).at(lr)
@@ -63,10 +86,10 @@ def fit_seed(
     recipe = Recipe.of(optimiser, cfg.batch_size, cap, warmup_steps=int(optimiser.warmup_fraction * steps))
     history, best = train_until_plateau(
         model, train_set.images, train_set.labels, recipe, runtime, generator,
-        val=(data["val"].images, data["val"].labels),
+        val=(data.val.images, data.val.labels),
         stopping=Stopping(eval_every, cfg.patience, score_at_start=True, cooldown_fraction=cfg.cooldown_fraction),
-        prepare=data["prepare"],
-        eval_batch_size=curve.eval_batch_size, description=f"{arm} seed {seed} lr {lr:g}",
+        prepare=data.prepare,
+        recording=Recording(eval_batch_size=curve.eval_batch_size, description=f"{arm} seed {seed} lr {lr:g}"),
     )  # fmt: skip
     # the kept weights' loss over the whole training subset, unaugmented (a record's train loss is a running mean
     # over the steps before it, with augmentation on)
@@ -74,9 +97,7 @@ def fit_seed(
                           batch_preparer(train_set, augment_train=False))  # fmt: skip
 
     def score() -> dict:
-        result = evaluate(
-            model, data["test"].images, data["test"].labels, runtime, curve.eval_batch_size, data["score"]
-        )
+        result = evaluate(model, data.test.images, data.test.labels, runtime, curve.eval_batch_size, data.score)
         return {"test_acc": result.accuracy, "test_loss": result.loss}
 
     return {
@@ -96,15 +117,15 @@ def fit_seed(
     }
 
 
-def probe_record(probe: Probe, train: tuple, data: dict) -> dict:
+def probe_record(probe: Probe, train: tuple, data: Point) -> dict:
     """A few-shot probe's run: the train objective (mean squared error to the {-1, 1} targets), the chosen
     ridge and its validation accuracy; ``score`` gives its test accuracy."""
     from pipeline.models.probe import accuracy, targets
 
     train_x, train_y = train
-    residual = probe.logits(train_x).double() - targets(train_y, data["num_classes"])
+    residual = probe.logits(train_x).double() - targets(train_y, data.num_classes)
     return {
-        "score": lambda: {"test_acc": accuracy(probe.logits(data["test_features"]), data["test"].labels)},
+        "score": lambda: {"test_acc": accuracy(probe.logits(data.test_features), data.test.labels)},
         "train_loss": residual.pow(2).mean().item(),
         "train_acc": accuracy(probe.logits(train_x), train_y),
         "val_acc": probe.val_acc,
@@ -125,7 +146,7 @@ def at_edge(choice: float, grid: list[float]) -> str:
 
 
 def point_summary(
-    arm: str, point: int, data: dict, runs: dict[int, dict], lr_trials: dict[str, dict], lrs: list[float],
+    arm: str, point: int, data: Point, runs: dict[int, dict], lr_trials: dict[str, dict], lrs: list[float],
     regs: list[float],
 ) -> dict:  # fmt: skip
     """A sweep item's JSON: sizes, each per-run number as mean/std/per-seed, every run's record (with its
@@ -135,10 +156,10 @@ def point_summary(
     summary = {
         "arm": arm,
         "point": point,
-        "n_train_per_class": data["n"],
-        "n_train": len(seed_subset(data["pool"], data["n"], next(iter(runs)))),
-        "n_val": len(data["val"]),
-        "n_test": len(data["test"]),
+        "n_train_per_class": data.n,
+        "n_train": len(seed_subset(data.pool, data.n, next(iter(runs)))),
+        "n_val": len(data.val),
+        "n_test": len(data.test),
         "trained_parameters": first["trained_parameters"],
         **{key: spread([float(r[key]) for r in runs.values()]) for key in PER_RUN if key in first},
         "runs": {str(seed): run for seed, run in runs.items()},

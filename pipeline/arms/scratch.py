@@ -5,28 +5,29 @@ from __future__ import annotations
 
 import dataclasses
 
-from pipeline.arms.protocol import Curve, fit_seed, load_point
+from pipeline.arms.protocol import Curve, Point, fit_seed, load_point
 from pipeline.core.arm_registry import DECAY_VARIANTS, REGISTRY
-from pipeline.core.config import ScratchRecipe
+from pipeline.core.recipes import ScratchRecipe
 from pipeline.data.images import ImageSet, batch_preparer
 from pipeline.models.vit import ViT, vit_config
 from pipeline.results.metrics import collapse
 from pipeline.train.checkpoints import load_scratch_weights
-from pipeline.train.loop import Evaluation, epoch_recipe, evaluate, train
+from pipeline.train.loop import Evaluation, Recording, evaluate, train
 from pipeline.train.runtime import Runtime, seed_everything
+from pipeline.train.schedule import epoch_recipe
 
 VIEW = REGISTRY["scratch"].view
 
 
-def point_data(curve: Curve, point: int) -> dict:
+def point_data(curve: Curve, point: int) -> Point:
     return load_point(curve, VIEW, point)
 
 
-def run_seed(curve: Curve, data: dict, seed: int, lr: float) -> dict:
+def run_seed(curve: Curve, data: Point, seed: int, lr: float) -> dict:
     """One seed at one learning rate of ``data_hunger.scratch.lrs`` (the paper's recipe), validation rule."""
 
     def build(train_set: ImageSet) -> ViT:
-        return ViT(vit_config(curve.model_name, num_classes=data["num_classes"]))
+        return ViT(vit_config(curve.model_name, num_classes=data.num_classes))
 
     return fit_seed(curve, data, seed, lr, "scratch", build)
 
@@ -82,12 +83,10 @@ def train_decay_variant(
     def record_norms(record: dict) -> None:
         history.append({**record, **weight_rms(model)})
 
-    train(
-        model, train_set.images, train_set.labels, full, runtime, generator,
-        prepare=batch_preparer(train_set, recipe.augment), record_every=steps_per_epoch,
-        evaluations={"val": (val_set.images, val_set.labels)}, on_record=record_norms,
-        description=f"ablation {variant} seed {seed}",
-    )  # fmt: skip
+    recording = Recording(steps_per_epoch, {"val": (val_set.images, val_set.labels)}, on_record=record_norms,
+                          description=f"ablation {variant} seed {seed}")  # fmt: skip
+    train(model, train_set.images, train_set.labels, full, runtime, generator,
+          prepare=batch_preparer(train_set, recipe.augment), recording=recording)  # fmt: skip
     return model, history
 
 

@@ -10,20 +10,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pipeline.core.arm_registry import DECAY_VARIANTS, TRAINED
-from pipeline.core.errors import UserError
+from pipeline.core.errors import require
+from pipeline.core.recipes import BackboneConfig, EpochRecipe, GridOptimiser, ScratchRecipe
 
 FASHION_MNIST_CLASSES = (
     "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
 )  # fmt: skip
-
-
-class ConfigError(UserError):
-    """A value in params.yaml is missing, unknown, mistyped or out of range."""
-
-
-def _check(condition: bool, key: str, message: str) -> None:
-    if not condition:
-        raise ConfigError(f"params.yaml: {key} {message}")
 
 
 @dataclass(frozen=True)
@@ -34,7 +26,7 @@ class RuntimeConfig:
     distributed: Literal["auto", "off"]  # auto: DistributedDataParallel when started by torchrun
 
     def validate(self, key: str) -> None:
-        _check(self.threads >= 1, f"{key}.threads", "must be at least 1")
+        require(self.threads >= 1, f"{key}.threads", "must be at least 1")
 
 
 @dataclass(frozen=True)
@@ -48,19 +40,19 @@ class OfflineConfig:
 
     def validate(self, key: str) -> None:
         unknown = [c for c in self.classes if c not in FASHION_MNIST_CLASSES]
-        _check(
+        require(
             not unknown, f"{key}.classes", f"has unknown class(es) {unknown}; choose from {list(FASHION_MNIST_CLASSES)}"
         )
-        _check(
+        require(
             len(set(self.classes)) == len(self.classes),
             f"{key}.classes",
             f"must not repeat a class, got {self.classes}",
         )
-        _check(len(self.classes) >= 2, f"{key}.classes", "needs at least two different classes")
-        _check(
+        require(len(self.classes) >= 2, f"{key}.classes", "needs at least two different classes")
+        require(
             len(set(self.classes)) < 10, f"{key}.classes", "must leave at least one class to pretrain the backbone on"
         )
-        _check(1 <= self.train_per_class <= 6000, f"{key}.train_per_class", "must be between 1 and 6000")
+        require(1 <= self.train_per_class <= 6000, f"{key}.train_per_class", "must be between 1 and 6000")
         _check_model(self.model, f"{key}.model")
 
 
@@ -80,71 +72,19 @@ class PaperConfig:
     def validate(self, key: str) -> None:
         _check_url(self.url, f"{key}.url")
         _check_url(self.weights_url, f"{key}.weights_url")
-        _check(
+        require(
             re.fullmatch(r"[0-9a-f]{64}", self.sha256) is not None, f"{key}.sha256", "must be 64 lowercase hex digits"
         )
-        _check(re.fullmatch(r"[0-9a-f]{8,64}", self.weights_sha256) is not None, f"{key}.weights_sha256",
-               "must be 8 to 64 lowercase hex digits (a sha256 or its prefix)")  # fmt: skip
-        _check(self.folder.strip() != "", f"{key}.folder", "must name a folder: data/paper_folder (the default: "
-               "while it holds no images, the pinned zip paper.url is used) or a folder of your own")  # fmt: skip
-        _check(self.max_extract_mb > 0, f"{key}.max_extract_mb", "must be positive")
-        _check(self.max_download_mb > 0, f"{key}.max_download_mb", "must be positive")
-        _check(0 < self.download_deadline_s < math.inf, f"{key}.download_deadline_s", "must be positive and finite")
+        require(re.fullmatch(r"[0-9a-f]{8,64}", self.weights_sha256) is not None, f"{key}.weights_sha256",
+                "must be 8 to 64 lowercase hex digits (a sha256 or its prefix)")  # fmt: skip
+        require(self.folder.strip() != "", f"{key}.folder", "must name a folder: data/paper_folder (the default: "
+                "while it holds no images, the pinned zip paper.url is used) or a folder of your own")  # fmt: skip
+        require(self.max_extract_mb > 0, f"{key}.max_extract_mb", "must be positive")
+        require(self.max_download_mb > 0, f"{key}.max_download_mb", "must be positive")
+        deadline_ok = 0 < self.download_deadline_s < math.inf
+        require(deadline_ok, f"{key}.download_deadline_s", "must be positive and finite")
         _check_model(self.model, f"{key}.model")
         _check_model(self.backbone_model, f"{key}.backbone_model")
-
-
-@dataclass(frozen=True)
-class Optimiser:
-    """How the weights move, shared by every section that trains (engine.Recipe adds batch size and steps).
-
-    ``adam`` adds ``weight_decay`` to the gradient (L2, as seed 000's ``torch.optim.Adam``); ``adamw``
-    decouples it from the adaptive step (the paper's optimiser).
-    """
-
-    optimizer: Literal["adam", "adamw"]
-    lr: float
-    weight_decay: float
-    schedule: Literal["none", "cosine"]  # cosine decays to 0 after the linear warmup
-    warmup_fraction: float  # share of the steps with linear warmup
-    grad_clip: float  # max global gradient norm; 0 disables clipping
-
-    def validate(self, key: str) -> None:
-        _check(0 < self.lr < math.inf, f"{key}.lr", f"must be positive and finite, got {self.lr}")
-        for name in ("weight_decay", "grad_clip"):
-            _check(0 <= getattr(self, name) < math.inf, f"{key}.{name}", "must not be negative, and finite")
-        _check(0 <= self.warmup_fraction < 1, f"{key}.warmup_fraction", "must be in [0, 1)")
-
-
-@dataclass(frozen=True)
-class EpochRecipe(Optimiser):
-    """An optimiser with a batch size and a number of passes over the training set."""
-
-    batch_size: int
-    epochs: int
-
-    def validate(self, key: str) -> None:
-        super().validate(key)
-        _check(self.batch_size >= 1, f"{key}.batch_size", f"must be at least 1, got {self.batch_size}")
-        _check(self.epochs >= 1, f"{key}.epochs", f"must be at least 1, got {self.epochs}")
-
-
-@dataclass(frozen=True)
-class BackboneConfig(EpochRecipe):
-    augment: bool  # random crop (pad 2) and horizontal flip
-    seed: int
-
-
-@dataclass(frozen=True)
-class ScratchRecipe(EpochRecipe):
-    """One preset's from-scratch recipe (seed 000's: Adam, lr 3e-3, weight decay 0.3, batch 32)."""
-
-    augment: bool
-    dropout: float  # after the position embeddings and after each dense layer of the MLP (Table 3)
-
-    def validate(self, key: str) -> None:
-        super().validate(key)
-        _check(0 <= self.dropout < 1, f"{key}.dropout", f"must be in [0, 1), got {self.dropout}")
 
 
 class _PerPreset:
@@ -172,7 +112,7 @@ class ImagesConfig:
     max_pixels: int
 
     def validate(self, key: str) -> None:
-        _check(self.max_pixels >= 1, f"{key}.max_pixels", f"must be at least 1, got {self.max_pixels}")
+        require(self.max_pixels >= 1, f"{key}.max_pixels", f"must be at least 1, got {self.max_pixels}")
 
 
 @dataclass(frozen=True)
@@ -180,7 +120,7 @@ class EvaluateConfig:
     batch_size: int
 
     def validate(self, key: str) -> None:
-        _check(self.batch_size >= 1, f"{key}.batch_size", "must be at least 1")
+        require(self.batch_size >= 1, f"{key}.batch_size", "must be at least 1")
 
 
 @dataclass(frozen=True)
@@ -193,38 +133,9 @@ class ValidationConfig:
 
     def validate(self, key: str) -> None:
         for name in ("offline_per_class", "paper_per_class"):
-            _check(getattr(self, name) >= 1, f"{key}.{name}", f"must be at least 1, got {getattr(self, name)}")
-        _check(self.offline_per_class < 6000, f"{key}.offline_per_class",
-               "must leave training images (Fashion-MNIST has 6000 per class)")  # fmt: skip
-
-
-@dataclass(frozen=True)
-class GridOptimiser:
-    """An arm's optimiser with a grid of learning rates, written before any run; the sweep picks one per size on
-    the validation split (the first seed's run with the best validation score, ``engine.better_score``)."""
-
-    optimizer: Literal["adam", "adamw"]
-    lrs: list[float]
-    weight_decay: float
-    # after the linear warmup: cosine decays to 0 at the end of the budget; plateau stays constant until the
-    # validation score levels off, then decays to 0 over data_hunger.cooldown_fraction of the steps so far
-    schedule: Literal["none", "cosine", "plateau"]
-    warmup_fraction: float  # share of the budget with linear warmup
-    grad_clip: float  # max global gradient norm; 0 disables clipping
-
-    def validate(self, key: str) -> None:
-        _check(len(self.lrs) >= 1 and all(0 < lr < math.inf for lr in self.lrs), f"{key}.lrs",
-               f"must list positive, finite learning rates, got {self.lrs}")  # fmt: skip
-        _check(len(set(self.lrs)) == len(self.lrs), f"{key}.lrs", f"must not repeat, got {self.lrs}")
-        _check(self.lrs == sorted(self.lrs), f"{key}.lrs",
-               f"must be in increasing order (a choice at either end is flagged), got {self.lrs}")  # fmt: skip
-        for name in ("weight_decay", "grad_clip"):
-            _check(0 <= getattr(self, name) < math.inf, f"{key}.{name}", "must not be negative, and finite")
-        _check(0 <= self.warmup_fraction < 1, f"{key}.warmup_fraction", "must be in [0, 1)")
-
-    def at(self, lr: float) -> Optimiser:
-        """This optimiser at one learning rate of the grid."""
-        return Optimiser(self.optimizer, lr, self.weight_decay, self.schedule, self.warmup_fraction, self.grad_clip)
+            require(getattr(self, name) >= 1, f"{key}.{name}", f"must be at least 1, got {getattr(self, name)}")
+        require(self.offline_per_class < 6000, f"{key}.offline_per_class",
+                "must leave training images (Fashion-MNIST has 6000 per class)")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -260,32 +171,32 @@ class _DataHungerShared:
         return budget * self.cap_factor if getattr(self, arm).schedule == "plateau" else budget
 
     def validate(self, key: str) -> None:
-        _check(len(self.cnn_widths) >= 1 and min(self.cnn_widths) >= 1, f"{key}.cnn_widths",
-               f"must list one positive channel count per stage, got {self.cnn_widths}")  # fmt: skip
-        _check(self.logreg_max_per_class >= 0, f"{key}.logreg_max_per_class", "must not be negative")
-        _check(self.points == list(range(len(self.points))) and len(self.points) >= 1, f"{key}.points",
-               f"must be 0, 1, ..., n-1 (dvc.yaml's sweep items, one per size), got {self.points}")  # fmt: skip
-        _check(self.headline_point in self.points, f"{key}.headline_point",
-               f"must be one of the points {self.points}, got {self.headline_point}")  # fmt: skip
+        require(len(self.cnn_widths) >= 1 and min(self.cnn_widths) >= 1, f"{key}.cnn_widths",
+                f"must list one positive channel count per stage, got {self.cnn_widths}")  # fmt: skip
+        require(self.logreg_max_per_class >= 0, f"{key}.logreg_max_per_class", "must not be negative")
+        require(self.points == list(range(len(self.points))) and len(self.points) >= 1, f"{key}.points",
+                f"must be 0, 1, ..., n-1 (dvc.yaml's sweep items, one per size), got {self.points}")  # fmt: skip
+        require(self.headline_point in self.points, f"{key}.headline_point",
+                f"must be one of the points {self.points}, got {self.headline_point}")  # fmt: skip
         for name in ("offline_sizes", "paper_fractions"):
             values = getattr(self, name)
-            _check(len(values) == len(self.points), f"{key}.{name}",
-                   f"must list one value per sweep point ({len(self.points)}), got {len(values)}")  # fmt: skip
-            _check(all(a < b for a, b in itertools.pairwise(values)), f"{key}.{name}",
-                   f"must be strictly increasing (smaller sets are subsets of larger ones), got {values}")  # fmt: skip
-        _check(all(1 <= n <= 6000 for n in self.offline_sizes), f"{key}.offline_sizes",
-               "must be images per class between 1 and 6000 (Fashion-MNIST has 6000 per class)")  # fmt: skip
-        _check(all(0 < f <= 1 for f in self.paper_fractions), f"{key}.paper_fractions", "must be in (0, 1]")
+            require(len(values) == len(self.points), f"{key}.{name}",
+                    f"must list one value per sweep point ({len(self.points)}), got {len(values)}")  # fmt: skip
+            require(all(a < b for a, b in itertools.pairwise(values)), f"{key}.{name}",
+                    f"must be strictly increasing (smaller sets are subsets of larger ones), got {values}")  # fmt: skip
+        require(all(1 <= n <= 6000 for n in self.offline_sizes), f"{key}.offline_sizes",
+                "must be images per class between 1 and 6000 (Fashion-MNIST has 6000 per class)")  # fmt: skip
+        require(all(0 < f <= 1 for f in self.paper_fractions), f"{key}.paper_fractions", "must be in (0, 1]")
         for name in ("batch_size", "max_epochs", "min_steps", "scores", "patience", "cap_factor"):
-            _check(getattr(self, name) >= 1, f"{key}.{name}", f"must be at least 1, got {getattr(self, name)}")
-        _check(0 < self.cooldown_fraction <= 1, f"{key}.cooldown_fraction",
-               f"must be in (0, 1], got {self.cooldown_fraction}")  # fmt: skip
-        _check(self.patience < self.scores, f"{key}.patience",
-               f"must be below data_hunger.scores ({self.scores}), or no run could stop early")  # fmt: skip
-        _check(self.probe_regs == sorted(self.probe_regs), f"{key}.probe_regs",
-               f"must be in increasing order (a choice at either end is flagged), got {self.probe_regs}")  # fmt: skip
-        _check(len(self.probe_regs) >= 1 and all(0 < r < math.inf for r in self.probe_regs), f"{key}.probe_regs",
-               f"must list positive, finite ridge strengths, got {self.probe_regs}")  # fmt: skip
+            require(getattr(self, name) >= 1, f"{key}.{name}", f"must be at least 1, got {getattr(self, name)}")
+        require(0 < self.cooldown_fraction <= 1, f"{key}.cooldown_fraction",
+                f"must be in (0, 1], got {self.cooldown_fraction}")  # fmt: skip
+        require(self.patience < self.scores, f"{key}.patience",
+                f"must be below data_hunger.scores ({self.scores}), or no run could stop early")  # fmt: skip
+        require(self.probe_regs == sorted(self.probe_regs), f"{key}.probe_regs",
+                f"must be in increasing order (a choice at either end is flagged), got {self.probe_regs}")  # fmt: skip
+        require(len(self.probe_regs) >= 1 and all(0 < r < math.inf for r in self.probe_regs), f"{key}.probe_regs",
+                f"must list positive, finite ridge strengths, got {self.probe_regs}")  # fmt: skip
         for arm in TRAINED:
             getattr(self, arm).validate(f"{key}.{arm}")
 
@@ -311,14 +222,14 @@ class PretrainingScaleConfig:
     shots: list[int]  # few-shot probe sizes, images per target class; each seed draws its own
 
     def validate(self, key: str) -> None:
-        _check(self.points == list(range(len(self.points))) and len(self.points) >= 1, f"{key}.points",
-               f"must be 0, 1, ..., n-1 (dvc.yaml's matrix items), got {self.points}")  # fmt: skip
-        _check(len(self.pool_per_class) == len(self.points), f"{key}.pool_per_class",
-               f"must list one size per point ({len(self.points)}), got {len(self.pool_per_class)}")  # fmt: skip
+        require(self.points == list(range(len(self.points))) and len(self.points) >= 1, f"{key}.points",
+                f"must be 0, 1, ..., n-1 (dvc.yaml's matrix items), got {self.points}")  # fmt: skip
+        require(len(self.pool_per_class) == len(self.points), f"{key}.pool_per_class",
+                f"must list one size per point ({len(self.points)}), got {len(self.pool_per_class)}")  # fmt: skip
         for name in ("pool_per_class", "shots"):
             values = getattr(self, name)
-            _check(len(values) >= 1 and values[0] >= 1 and all(a < b for a, b in itertools.pairwise(values)),
-                   f"{key}.{name}", f"must be positive and strictly increasing, got {values}")  # fmt: skip
+            require(len(values) >= 1 and values[0] >= 1 and all(a < b for a, b in itertools.pairwise(values)),
+                    f"{key}.{name}", f"must be positive and strictly increasing, got {values}")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -337,10 +248,10 @@ class MaskedPatchConfig(EpochRecipe):
 
     def validate(self, key: str) -> None:
         super().validate(key)
-        _check(0 < self.mask_fraction < 1, f"{key}.mask_fraction", "must be in (0, 1)")
-        _check(1 <= self.bits <= 8, f"{key}.bits", "must be between 1 and 8")
-        _check(self.stretch_epochs > self.epochs, f"{key}.stretch_epochs",
-               f"must be more than {key}.epochs ({self.epochs}), got {self.stretch_epochs}")  # fmt: skip
+        require(0 < self.mask_fraction < 1, f"{key}.mask_fraction", "must be in (0, 1)")
+        require(1 <= self.bits <= 8, f"{key}.bits", "must be between 1 and 8")
+        require(self.stretch_epochs > self.epochs, f"{key}.stretch_epochs",
+                f"must be more than {key}.epochs ({self.epochs}), got {self.stretch_epochs}")  # fmt: skip
 
 
 # The collapse, isolated: seed 000's recipe with only its weight decay changed
@@ -353,8 +264,8 @@ class AblationConfig:
     variants: list[AblationVariant]
 
     def validate(self, key: str) -> None:
-        _check(len(self.variants) >= 1, f"{key}.variants", "must list at least one variant")
-        _check(
+        require(len(self.variants) >= 1, f"{key}.variants", "must list at least one variant")
+        require(
             len(set(self.variants)) == len(self.variants), f"{key}.variants", f"must not repeat, got {self.variants}"
         )
 
@@ -380,18 +291,18 @@ class Params:
     masked_patch: MaskedPatchConfig
 
     def validate(self, key: str = "") -> None:
-        _check(len(self.seeds) >= 1, "seeds", "must list at least one seed")
-        _check(len(set(self.seeds)) == len(self.seeds), "seeds", "must not repeat a seed")
+        require(len(self.seeds) >= 1, "seeds", "must list at least one seed")
+        require(len(set(self.seeds)) == len(self.seeds), "seeds", "must not repeat a seed")
         # torch.Generator.manual_seed takes 0 <= seed < 2^64, numpy's 0 <= seed < 2^32: the narrower range holds
         for key, values in (("seeds", self.seeds), ("backbone.seed", [self.backbone.seed]),
                             ("masked_patch.seed", [self.masked_patch.seed])):  # fmt: skip
-            _check(all(0 <= seed < 2**32 for seed in values), key,
-                   f"must be seeds from 0 to 4294967295 (numpy's range), got {values}")  # fmt: skip
-        _check(self.masked_patch.decision_shots in self.pretraining_scale.shots, "masked_patch.decision_shots",
-               f"must be one of pretraining_scale.shots {self.pretraining_scale.shots}, got "
+            require(all(0 <= seed < 2**32 for seed in values), key,
+                    f"must be seeds from 0 to 4294967295 (numpy's range), got {values}")  # fmt: skip
+        require(self.masked_patch.decision_shots in self.pretraining_scale.shots, "masked_patch.decision_shots",
+                    f"must be one of pretraining_scale.shots {self.pretraining_scale.shots}, got "
                f"{self.masked_patch.decision_shots}")  # fmt: skip
-        _check(self.masked_patch.stretch_shots in self.pretraining_scale.shots, "masked_patch.stretch_shots",
-               f"must be one of pretraining_scale.shots {self.pretraining_scale.shots}, got "
+        require(self.masked_patch.stretch_shots in self.pretraining_scale.shots, "masked_patch.stretch_shots",
+                    f"must be one of pretraining_scale.shots {self.pretraining_scale.shots}, got "
                f"{self.masked_patch.stretch_shots}")  # fmt: skip
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
@@ -438,7 +349,7 @@ MODEL_NAMES = ("B/16", "B/32", "L/16", "L/32", "H/14", "seed-small", "fmnist", "
 
 
 def _check_model(name: str, key: str) -> None:
-    _check(name in MODEL_NAMES, key, f"is {name!r}, not a known model; choose one of {sorted(MODEL_NAMES)}")
+    require(name in MODEL_NAMES, key, f"is {name!r}, not a known model; choose one of {sorted(MODEL_NAMES)}")
 
 
 URL_SCHEMES = ("https", "http", "file")
@@ -462,4 +373,4 @@ def url_problem(url: str) -> str | None:
 
 def _check_url(url: str, key: str) -> None:
     problem = url_problem(url)
-    _check(problem is None, key, f"must be an https, http or file URL, got {url!r}: {problem}")
+    require(problem is None, key, f"must be an https, http or file URL, got {url!r}: {problem}")

@@ -10,7 +10,8 @@ from typing import Literal
 
 import yaml
 
-from pipeline.core.config import ConfigError, Params, _check
+from pipeline.core.config import Params
+from pipeline.core.errors import ConfigError, require
 
 PARAMS_FILE = Path("params.yaml")
 
@@ -22,31 +23,31 @@ def _coerce(value, annotation, key: str):
         return _build(annotation, value, key)
     if origin is Literal:
         choices = typing.get_args(annotation)
-        _check(value in choices, key, f"must be one of {', '.join(choices)}, got {value!r}")
+        require(value in choices, key, f"must be one of {', '.join(choices)}, got {value!r}")
         return value
     if origin is list:
-        _check(isinstance(value, list), key, f"must be a list, got {value!r}")
+        require(isinstance(value, list), key, f"must be a list, got {value!r}")
         (item_type,) = typing.get_args(annotation)
         return [_coerce(item, item_type, f"{key}[{i}]") for i, item in enumerate(value)]
     if annotation is float:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        _check(ok, key, f"must be a number, got {value!r}")
+        require(ok, key, f"must be a number, got {value!r}")
         return float(value)
     if annotation is int:
-        _check(isinstance(value, int) and not isinstance(value, bool), key, f"must be an integer, got {value!r}")
+        require(isinstance(value, int) and not isinstance(value, bool), key, f"must be an integer, got {value!r}")
         return value
     if annotation is bool:
-        _check(isinstance(value, bool), key, f"must be true or false, got {value!r}")
+        require(isinstance(value, bool), key, f"must be true or false, got {value!r}")
         return value
     if annotation is str:
-        _check(isinstance(value, str), key, f"must be a string, got {value!r}")
+        require(isinstance(value, str), key, f"must be a string, got {value!r}")
         return value
     raise TypeError(f"unsupported field type {annotation} for {key}")  # a bug in this module, not a user error
 
 
 def _build(cls, data, key: str):
     where = key or "the top level"
-    _check(isinstance(data, dict), where, f"must be a mapping of keys to values, got {data!r}")
+    require(isinstance(data, dict), where, f"must be a mapping of keys to values, got {data!r}")
     hints = typing.get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - known, key=str)  # YAML reads bare on/off/yes/no keys as booleans

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from pipeline.core import paths
 from pipeline.core.errors import UserError
 from pipeline.core.files import load_tensors, save_tensors, sha256_bytes
+from pipeline.data import presets
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp")
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -341,9 +342,10 @@ def fit_to_model(images: torch.Tensor, size: int, channels: int) -> torch.Tensor
 
 
 def view_transform(preset: str, view: str) -> str:
-    """How a view decodes an image file (:func:`decode_image`'s mode): the paper preset's pretrained view
-    resizes and centre-crops as torchvision's weights expect; every other view squashes to the model size."""
-    return "crop" if preset == "paper" and view == "pretrained" else "resize"
+    """How a view decodes an image file (:func:`decode_image`'s mode): a preset's pretrained view resizes and
+    centre-crops where its weights expect it (the paper preset's torchvision weights); every other view squashes
+    to the model size."""
+    return "crop" if presets.get(preset).pretrained_view_crops and view == "pretrained" else "resize"
 
 
 def paper_views(scratch: tuple[int, int], pretrained: tuple[int, int]) -> dict[str, tuple]:

@@ -18,9 +18,9 @@ import torch
 from pipeline.core import paths
 from pipeline.core.config import DataHungerConfig
 from pipeline.core.errors import UserError
+from pipeline.data import presets
 from pipeline.data.images import ImageSet, load_split, nested_indices
 
-TRAIN_ALL = paths.PREPARED / "train_all.pt"  # offline: every target-class training image (prepare stage)
 OUTPUT = paths.METRICS / "data_hunger"
 # The params.yaml keys of sizes that must not exceed what the data holds (require_per_class), with what each
 # draws from. SEED_ARMS_KEY: where Params.seed_arms_per_class comes from (paper preset: None, every image).
@@ -40,7 +40,7 @@ def point_path(arm: str, point: int):
 def sweep_train_set(preset: str, view: str) -> ImageSet:
     """The training images every arm draws from: offline, the target classes' 5,900 per class left after
     validation; paper, the train folder less its validation images."""
-    return load_split(TRAIN_ALL if preset == "offline" else paths.prepared_split(view, "train"))
+    return load_split(presets.get(preset).training_file(view))
 
 
 def val_set(view: str) -> ImageSet:
@@ -83,7 +83,7 @@ def sweep_sizes(cfg: DataHungerConfig, preset: str, labels: torch.Tensor, num_cl
         UserError: an offline size exceeds a class's count, or two paper fractions round to one size.
     """
     counts = torch.bincount(labels, minlength=num_classes).tolist()
-    if preset == "offline":
+    if presets.get(preset).sizes_are_counts:
         sizes = list(cfg.offline_sizes)
         if sizes[-1] > min(counts):
             raise UserError(

@@ -19,8 +19,9 @@ from torch import nn
 from pipeline.core.config import MaskedPatchConfig
 from pipeline.data.images import ImageSet
 from pipeline.models.vit import ViT
-from pipeline.train.loop import epoch_recipe, train
+from pipeline.train.loop import Recording, train
 from pipeline.train.runtime import Runtime
+from pipeline.train.schedule import epoch_recipe
 
 
 class MaskedPatchModel(nn.Module):
@@ -89,8 +90,8 @@ def pretrain_masked_patch(
     def patch_record(record: dict) -> dict:
         return {"epoch": record["epoch"], "train_loss": record["train_loss"], "patch_acc": record["train_acc"]}
 
-    history = train(
-        model, images.images, images.labels, recipe, runtime, generator, record_every=steps_per_epoch,
-        on_record=lambda record: on_record(patch_record(record)), description="masked patch", step_loss=step_loss,
-    )  # fmt: skip
+    recording = Recording(steps_per_epoch, on_record=lambda record: on_record(patch_record(record)),
+                          description="masked patch")  # fmt: skip
+    history = train(model, images.images, images.labels, recipe, runtime, generator, recording=recording,
+                    step_loss=step_loss)  # fmt: skip
     return [patch_record(record) for record in history]

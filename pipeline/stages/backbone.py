@@ -14,6 +14,7 @@ from pipeline.core.entry import stage_main
 from pipeline.core.files import write_json, write_text
 from pipeline.core.logs import stage_log as log
 from pipeline.core.params_yaml import load_params
+from pipeline.data import presets
 from pipeline.pretrain.supervised import pretrain, torchvision_weights
 from pipeline.results.history import POOL_FIELDS, history_csv
 from pipeline.tracking.tracker import stage_tracker
@@ -25,7 +26,7 @@ from pipeline.train.runtime import resolve_runtime
 def main() -> None:
     params = load_params()
     started = time.time()
-    if params.preset == "offline":
+    if presets.get(params.preset).has_pool:  # pretrained here on the held-out classes
         runtime = resolve_runtime(params.runtime)
         cfg = params.backbone
         with stage_tracker(params, "backbone", seed=cfg.seed, runtime=runtime, source="pretrain") as tracker:

@@ -15,6 +15,7 @@ from pipeline.core.entry import stage_main
 from pipeline.core.files import read_json, write_json, write_text
 from pipeline.core.logs import stage_log as log
 from pipeline.core.params_yaml import load_params
+from pipeline.data import presets
 from pipeline.data.images import load_split
 from pipeline.data.subsets import SEED_ARMS_KEY, seed_subset, sweep_train_set, val_set
 from pipeline.results.curve_results import baselines, protocol_arms
@@ -50,7 +51,7 @@ def main() -> None:
         matrices[arm] = {str(seed): confusion(labels, r.predictions, len(classes)) for seed, r in results.items()}
         predictions = {seed: result.predictions for seed, result in results.items()}
         write_text(paths.CONFUSION / f"{arm}.csv", predictions_csv(labels, predictions, classes))
-    n = n_train // len(classes) if params.preset == "offline" else None  # per class, as the arms drew them
+    n = n_train // len(classes) if presets.get(params.preset).sizes_are_counts else None  # as the arms drew them
     seed_baselines = baselines(pool, test_set, [n], 10**9, params.seeds)  # chance, majority, logreg: seed mean
     metrics["baselines"] = next(iter(seed_baselines.values()))
     metrics["protocol"] = protocol_arms(read_json(paths.METRICS / "data_hunger.json"), params.data_hunger)

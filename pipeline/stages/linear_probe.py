@@ -24,8 +24,9 @@ from pipeline.data.subsets import SEED_ARMS_KEY, seed_subset, sweep_train_set, v
 from pipeline.results.history import write_histories
 from pipeline.tracking.tracker import stage_tracker
 from pipeline.train.checkpoints import load_backbone, model_card, save_head, with_head, write_model_card
-from pipeline.train.loop import epoch_recipe, extract_features, train
+from pipeline.train.loop import Recording, extract_features, train
 from pipeline.train.runtime import resolve_runtime, seed_everything
+from pipeline.train.schedule import epoch_recipe
 
 
 @stage_main
@@ -54,11 +55,9 @@ def main() -> None:
                     tracker.log_record(record)
                     log.info(f"linear seed {seed} epoch {record['epoch']}: val_acc {record['val_acc']:.4f}")
 
-                histories[seed] = train(
-                    head, train_features, train_set.labels, recipe, runtime, generator,
-                    record_every=steps_per_epoch, evaluations={"val": (val_features, val.labels)},
-                    on_record=report, eval_batch_size=batch,
-                )  # fmt: skip
+                recording = Recording(steps_per_epoch, {"val": (val_features, val.labels)}, batch, report)
+                histories[seed] = train(head, train_features, train_set.labels, recipe, runtime, generator,
+                                        recording=recording)  # fmt: skip
                 tracker.log_model(with_head(backbone, head), example)  # the whole arm: backbone + this head
             save_head(folder, seed, head)
         config = dataclasses.replace(backbone.config, num_classes=len(pool.classes))

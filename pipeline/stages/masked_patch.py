@@ -27,6 +27,7 @@ from pipeline.core.errors import UserError
 from pipeline.core.files import write_json
 from pipeline.core.logs import stage_log as log
 from pipeline.core.params_yaml import load_params
+from pipeline.data import presets
 from pipeline.data.images import ImageSet, load_split
 from pipeline.data.subsets import SHOTS_KEY, require_per_class, sweep_train_set, val_set
 from pipeline.models.vit import ViT, vit_config
@@ -52,7 +53,7 @@ def main() -> None:
     if sys.argv[1:] not in ([], ["pool"], ["long"]):
         raise UserError(f"usage: python -m pipeline.stages.masked_patch [pool|long], got {sys.argv[1:]}")
     variant = sys.argv[1] if sys.argv[1:] else "all"
-    if params.preset != "offline":
+    if not presets.get(params.preset).has_pool:
         if variant == "all":
             save_state(MODEL, {})
         write_json(OUTPUTS[variant], {"preset": params.preset, "skipped": "the paper preset's backbone is ImageNet's"})

@@ -21,8 +21,7 @@ from pipeline.core.entry import stage_main
 from pipeline.core.files import atomic_dir, write_json, write_text
 from pipeline.core.logs import stage_log as log
 from pipeline.core.params_yaml import load_params
-from pipeline.data.images import paper_views, prepare_image_folder
-from pipeline.data.presets.fashion_mnist import prepare_offline
+from pipeline.data import presets
 from pipeline.models.vit import vit_config
 
 
@@ -35,15 +34,10 @@ def sizes(model_name: str) -> tuple[int, int]:
 def main() -> None:
     params = load_params()
     with atomic_dir(paths.PREPARED) as out:
-        if params.preset == "offline":
-            cfg = params.offline
-            raw = paths.RAW / "fashion-mnist"
-            result = prepare_offline(raw, out, cfg.classes, params.val_per_class, *sizes(cfg.model))
-        else:
-            views = paper_views(sizes(params.paper.model), sizes(params.paper.backbone_model))
-            result = prepare_image_folder(
-                paths.RAW / "images", out, views, params.images.max_pixels, params.val_per_class
-            )
+        preset = presets.get(params.preset)
+        section = getattr(params, preset.name)
+        view_sizes = {view: sizes(model) for view, model in preset.view_models(section).items()}
+        result = preset.prepare(section, paths.RAW, out, view_sizes, params.val_per_class, params.images.max_pixels)
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow(["split", "source", "class", "sha256"])

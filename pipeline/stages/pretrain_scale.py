@@ -20,6 +20,7 @@ from pipeline.core.errors import UserError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.logs import stage_log as log
 from pipeline.core.params_yaml import load_params
+from pipeline.data import presets
 from pipeline.data.images import load_split
 from pipeline.data.subsets import POOL_KEY, SHOTS_KEY, require_per_class, seed_subset, sweep_train_set, val_set
 from pipeline.pretrain.size_axis import ARCHES, few_shot
@@ -49,7 +50,7 @@ def run_item(params: Params, arch: str, point: int) -> dict:
         else:
             widths = tuple(params.data_hunger.cnn_widths)
             model, history = pretrain_on_pool(
-                arch, params.offline.model, widths, pool, pool_test, cfg, runtime, batch, tracker, name, False
+                arch, params.offline.model, widths, (pool, pool_test), cfg, runtime, batch, tracker, name, False
             )
             pool_test_acc = history[-1]["test_acc"]
         trunk = Trunk(model.eval())
@@ -73,7 +74,7 @@ def main() -> None:
         raise UserError(f"usage: python -m pipeline.stages.pretrain_scale <arch: {'|'.join(ARCHES)}> <point: one of "
                         f"{points}>, got {argv}")  # fmt: skip
     arch, point = argv[0], int(argv[1])
-    if params.preset != "offline":
+    if not presets.get(params.preset).has_pool:
         write_json(OUTPUT / f"{arch}_{point}.json", {"preset": params.preset, "skipped": NOT_OFFLINE})
         return
     summary = run_item(params, arch, point)

@@ -15,6 +15,7 @@ from pipeline.core.entry import stage_main
 from pipeline.core.files import read_json, write_json, write_text
 from pipeline.core.logs import stage_log as log
 from pipeline.core.params_yaml import load_params
+from pipeline.data import presets
 from pipeline.data.images import load_split
 from pipeline.data.subsets import sweep_train_set, val_set
 from pipeline.models.probe import flat_pixels
@@ -36,7 +37,7 @@ def main() -> None:
     cfg = params.pretraining_scale
     items = [read_item(f"{arch}_{point}") for arch in ARCHES for point in cfg.points]
     masked = read_item("vit_masked_patch")
-    if params.preset != "offline":
+    if not presets.get(params.preset).has_pool:
         write_json(paths.METRICS / "pretraining_scale.json", {"preset": params.preset, "skipped": masked["skipped"]})
         write_text(paths.PLOTS / "pretraining_scale.csv", "arch,n_pretrain,shots,test_acc,test_acc_std\n")
         save_note("pretraining_scale.png", f"not run for the {params.preset} preset: {masked['skipped']}")

@@ -42,7 +42,7 @@ def run_point(params: Params, arm: str, point: int, shared: dict | None = None) 
     if module.point_data not in shared:
         shared[module.point_data] = module.point_data(curve, point)
     data = shared[module.point_data]
-    n = data["n"]
+    n = data.n
     lrs = getattr(params.data_hunger, arm).lrs if arm in TRAINED else [None]
     first, *others = params.seeds
     with stage_tracker(params, f"sweep-{arm}-{n}", runtime=runtime, dvc_stage=REGISTRY[arm].dvc_stage, arm=arm,

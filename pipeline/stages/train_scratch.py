@@ -25,8 +25,9 @@ from pipeline.models.vit import ViT, vit_config
 from pipeline.results.history import write_histories
 from pipeline.tracking.tracker import Tracker, stage_tracker
 from pipeline.train.checkpoints import model_card, save_scratch, write_model_card
-from pipeline.train.loop import epoch_recipe, train
+from pipeline.train.loop import Recording, train
 from pipeline.train.runtime import Runtime, resolve_runtime, seed_everything
+from pipeline.train.schedule import epoch_recipe
 
 
 def train_one_seed(
@@ -45,13 +46,10 @@ def train_one_seed(
         tracker.log_record(record)
         log.info(f"scratch seed {seed} epoch {record['epoch']}: val_acc {record['val_acc']:.4f}")
 
-    history = train(
-        model, train_set.images, train_set.labels, recipe, runtime, generator,
-        prepare=batch_preparer(train_set, cfg.augment), record_every=steps_per_epoch,
-        evaluations={"val": (val_set.images, val_set.labels)}, on_record=report,
-        eval_batch_size=params.evaluate.batch_size,
-        description=f"scratch seed {seed}",
-    )  # fmt: skip
+    recording = Recording(steps_per_epoch, {"val": (val_set.images, val_set.labels)}, params.evaluate.batch_size,
+                          report, description=f"scratch seed {seed}")  # fmt: skip
+    history = train(model, train_set.images, train_set.labels, recipe, runtime, generator,
+                    prepare=batch_preparer(train_set, cfg.augment), recording=recording)  # fmt: skip
     return model, history
 
 

@@ -133,7 +133,7 @@ def runs_table(runs: pd.DataFrame) -> pd.DataFrame:
             "stage": stage,
             "seed": int(tag("seed")) if tag("seed").lstrip("-").isdigit() else None,
             "arm": tag("arm", tag("source")),
-            "model": param("offline.model" if preset == "offline" else "paper.model"),
+            "model": param(f"{preset}.model"),  # each preset's section names its from-scratch model "model"
         }
         # a stage's section, or its preset's subsection (train_scratch.offline.lr)
         row.update({key: param(f"{stage}.{key}") or param(f"{stage}.{preset}.{key}") for key in KEY_PARAMS})

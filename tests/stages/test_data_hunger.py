@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -127,8 +128,7 @@ def test_the_test_set_chooses_nothing(tiny_project):
         data_ = module.point_data(curve_, 2)
         before = module.run_seed(curve_, data_, 0, lr)
         assert set(before["score"]()) >= {"test_acc"}
-        data_["test"] = data_["test_features"] = None
-        after = module.run_seed(curve_, data_, 0, lr)
+        after = module.run_seed(curve_, dataclasses.replace(data_, test=None, test_features=None), 0, lr)
         assert {k: v for k, v in before.items() if k != "score"} == {k: v for k, v in after.items() if k != "score"}
         with pytest.raises((AttributeError, TypeError)):
             after["score"]()

@@ -13,10 +13,10 @@ from helpers import params_with, tree
 from PIL import Image
 
 from pipeline.core.errors import UserError
-from pipeline.stages import download
+from pipeline.data.presets import image_folder
 
 
-def image_folder(root):
+def make_image_folder(root):
     for split in ("train", "test"):
         for name in ("a", "b"):
             (root / split / name).mkdir(parents=True)
@@ -27,7 +27,7 @@ def image_folder(root):
 
 @pytest.fixture
 def copying(tmp_path):
-    params = params_with(paper={"folder": str(image_folder(tmp_path / "mine"))})
+    params = params_with(paper={"folder": str(make_image_folder(tmp_path / "mine"))})
     target = tmp_path / "raw" / "images"
     target.mkdir(parents=True)
     (target / "previous.txt").write_text("the last good copy")
@@ -48,9 +48,11 @@ def failing_after(count: int, error: OSError):
 
 def test_a_full_disk_while_copying_the_folder_is_one_line_and_keeps_the_previous_copy(copying, monkeypatch):
     params, target = copying
-    monkeypatch.setattr(download.shutil, "copy2", failing_after(4, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))))
+    monkeypatch.setattr(
+        image_folder.shutil, "copy2", failing_after(4, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+    )
     with pytest.raises(UserError) as caught:
-        download.obtain_image_folder(params.paper, target, target.parent / "downloads")
+        image_folder.obtain_image_folder(params.paper, target, target.parent / "downloads")
     source = next(iter(sorted((target.parent.parent / "mine").rglob("*.png"))))
     message = str(caught.value)
     assert message.startswith("the disk is full (No space left on device) while copying ")
@@ -64,9 +66,11 @@ def test_a_full_disk_while_copying_the_folder_is_one_line_and_keeps_the_previous
 
 def test_an_unreadable_file_while_copying_names_it_in_one_line(copying, monkeypatch):
     params, target = copying
-    monkeypatch.setattr(download.shutil, "copy2", failing_after(2, PermissionError(errno.EACCES, "Permission denied")))
+    monkeypatch.setattr(
+        image_folder.shutil, "copy2", failing_after(2, PermissionError(errno.EACCES, "Permission denied"))
+    )
     with pytest.raises(UserError, match=r"file\(s\) of .* could not be copied \(first: .*Permission denied\)"):
-        download.obtain_image_folder(params.paper, target, target.parent / "downloads")
+        image_folder.obtain_image_folder(params.paper, target, target.parent / "downloads")
     assert tree(target.parent) == {"images", "images/previous.txt"}
 
 
@@ -81,7 +85,7 @@ def test_a_changed_image_in_paper_folder_makes_dvc_rerun_download(tmp_path):
     repo = tmp_path / "project"
     repo.mkdir()
     copy_project(repo)
-    folder = image_folder(tmp_path / "mine")
+    folder = make_image_folder(tmp_path / "mine")
     set_params(repo, preset="paper", paper={"folder": str(folder)})
     env = clean_env()
     env["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -117,6 +121,6 @@ def test_the_default_paper_folder_holds_no_images_so_the_zip_is_used(tmp_path, m
     def fetch(url, *args, **kwargs):
         raise Fetched(url)
 
-    monkeypatch.setattr(download, "download", fetch)
+    monkeypatch.setattr(image_folder, "download", fetch)
     with pytest.raises(Fetched, match=params.paper.url):
-        download.obtain_image_folder(params.paper, tmp_path / "images", tmp_path / "downloads")
+        image_folder.obtain_image_folder(params.paper, tmp_path / "images", tmp_path / "downloads")

@@ -14,8 +14,8 @@ from project_copy import clean_env
 TOOLS = sorted(path.stem for path in (ROOT / "pipeline" / "tools").glob("[!_]*.py"))
 
 
-def test_the_tools_are_the_documented_five():
-    assert TOOLS == ["compare", "estimate", "plots", "predict", "report"]
+def test_the_tools_are_the_documented_six():
+    assert TOOLS == ["compare", "estimate", "plots", "predict", "progress", "report"]
 
 
 @pytest.mark.parametrize("tool", TOOLS)

@@ -24,7 +24,8 @@ import os, signal, sys
 import torch
 from pipeline.core.config import RuntimeConfig
 from pipeline.data.images import ImageSet, batch_preparer
-from pipeline.train.loop import Recipe, epoch_steps, train
+from pipeline.train.schedule import Recipe, epoch_steps
+from pipeline.train.loop import Recording, train
 from pipeline.core.entry import stage_main
 from pipeline.core.files import save_tensors
 from pipeline.models.vit import ViT, vit_config
@@ -51,8 +52,8 @@ def main():
             os.kill(os.getpid(), signal.SIGKILL)
         return prepare(inputs, training, generator)
 
-    history = train(model, images, labels, recipe, runtime, generator, prepare=prepare_or_die, record_every=5,
-                    evaluations={"test": (images[:20], labels[:20])}, eval_batch_size=8)
+    history = train(model, images, labels, recipe, runtime, generator, prepare=prepare_or_die,
+                    recording=Recording(5, {"test": (images[:20], labels[:20])}, eval_batch_size=8))
     save_tensors(sys.argv[1], {"state": model.state_dict(), "history": history, "world": runtime.world_size})
 
 main()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.tools.report import grid_edges_table
+from pipeline.results.report_tables import grid_edges_table
 
 ROOT = Path(__file__).resolve().parents[2]
 

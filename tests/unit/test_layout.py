@@ -36,8 +36,11 @@ def library_modules() -> list[Path]:
 
 
 def mirrored_test_file(module: Path) -> Path:
-    """pipeline/core/config.py -> tests/unit/core/test_config.py."""
+    """pipeline/core/config.py -> tests/unit/core/test_config.py; a package's own code, pipeline/data/presets/
+    __init__.py -> tests/unit/data/test_presets.py."""
     relative = module.relative_to(PACKAGE)
+    if relative.stem == "__init__":
+        return UNIT / relative.parent.parent / f"test_{relative.parent.name}.py"
     return UNIT / relative.parent / f"test_{relative.stem}.py"
 
 
@@ -127,6 +130,14 @@ def test_the_graph_checks_catch_a_climb_and_a_circle():
     assert climbing_imports(graph) == ["pipeline.core.config -> pipeline.models.vit"]
     assert circles(graph) == [["pipeline.core.config", "pipeline.models.vit", "pipeline.core.config"]]
     assert imports_of(PACKAGE / "stages" / "sweep.py") >= {"pipeline.core.arm_registry", "pipeline.arms.protocol"}
+
+
+def test_the_mirror_rule_names_the_files_the_layout_says():
+    assert mirrored_test_file(PACKAGE / "models" / "vit.py") == UNIT / "models" / "test_vit.py"
+    assert mirrored_test_file(PACKAGE / "data" / "presets" / "__init__.py") == UNIT / "data" / "test_presets.py"
+    names = {path.relative_to(REPO).as_posix() for path in library_modules()}
+    assert {"pipeline/models/vit.py", "pipeline/data/presets/__init__.py", "pipeline/arms/cnn.py"} <= names
+    assert not {"pipeline/__init__.py", "pipeline/stages/sweep.py", "pipeline/core/__init__.py"} & names
 
 
 def test_no_module_name_is_used_twice_in_the_package():

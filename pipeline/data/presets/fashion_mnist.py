@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from pipeline.core import paths
-from pipeline.core.config import FASHION_MNIST_CLASSES
+from pipeline.core.config import FASHION_MNIST_CLASSES, OfflineConfig
 from pipeline.core.errors import UserError
 from pipeline.core.files import atomic_dir, file_sha256
 from pipeline.data.fetch import CHUNK, Unreachable, byte_size, describe_error, transfer
@@ -28,6 +28,7 @@ from pipeline.data.images import (
     split_validation,
     subset,
 )
+from pipeline.data.presets import Preset
 
 log = logging.getLogger(__name__)
 
@@ -297,3 +298,25 @@ def prepare_offline(raw: Path, out: Path, classes: list[str], val_per_class: int
         manifest += manifest_rows(split, picked, new_labels, names, sources)
         counts[split] = len(new_labels)
     return {"classes": target_names, "pool_classes": pool_names, "counts": counts, "manifest": manifest}
+
+
+def obtain(config: OfflineConfig, raw: Path, downloads: Path) -> Path:
+    return obtain_fashion_mnist(raw / "fashion-mnist", debian_dir=Path(config.debian_dir), mirror=config.mirror)
+
+
+def prepare(config: OfflineConfig, raw: Path, out: Path, view_sizes: dict[str, tuple[int, int]], val_per_class: int,
+            max_pixels: int) -> dict:  # fmt: skip
+    # one model for both views: the backbone was pretrained on the same 28x28 inputs
+    return prepare_offline(raw / "fashion-mnist", out, config.classes, val_per_class, *view_sizes["scratch"])
+
+
+PRESET = Preset(
+    name="offline",
+    obtain=obtain,
+    prepare=prepare,
+    view_models=lambda config: {"scratch": config.model, "pretrained": config.model},
+    training_file=lambda view: paths.PREPARED / "train_all.pt",  # every target training image but validation's
+    has_pool=True,
+    sizes_are_counts=True,
+    pretrained_view_crops=False,
+)

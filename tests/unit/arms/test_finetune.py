@@ -38,11 +38,11 @@ def test_the_model_it_trains_is_the_backbone_with_this_seeds_probe_as_its_head_e
     built = {}
 
     def fit_seed(curve, data, seed, lr, arm, build_model):  # what the trainer is handed, before any step
-        built[seed] = (arm, lr, build_model(seed_subset(data["pool"], data["n"], seed)))
+        built[seed] = (arm, lr, build_model(seed_subset(data.pool, data.n, seed)))
         return {"lr": lr}
 
     monkeypatch.setattr(finetune_arm, "fit_seed", fit_seed)
-    backbone = {k: v for k, v in data_["backbone"].state_dict().items() if not k.startswith("heads.")}
+    backbone = {k: v for k, v in data_.backbone.state_dict().items() if not k.startswith("heads.")}
     for seed in (0, 1):
         result = finetune_arm.run_seed(curve_, data_, seed, 0.001)
         probe, _, _ = linear_arm.seed_probe(curve_, data_, seed)

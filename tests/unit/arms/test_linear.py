@@ -27,21 +27,21 @@ def test_a_seeds_probe_is_fit_probe_on_the_frozen_unaugmented_features_of_its_su
     params = tiny_params()
     curve_ = Curve("paper", "tiny", "tiny", "supervised", params.data_hunger, 8, CPU)
     data_ = linear_arm.point_data(curve_, 2)
-    assert not any(p.requires_grad for p in data_["backbone"].parameters()) and not data_["backbone"].training
-    val_features, test_features = frozen_features(data_["val"]), frozen_features(data_["test"])
-    torch.testing.assert_close(data_["val_features"], val_features)
-    torch.testing.assert_close(data_["test_features"], test_features)
+    assert not any(p.requires_grad for p in data_.backbone.parameters()) and not data_.backbone.training
+    val_features, test_features = frozen_features(data_.val), frozen_features(data_.test)
+    torch.testing.assert_close(data_.val_features, val_features)
+    torch.testing.assert_close(data_.test_features, test_features)
     for seed in (0, 1):
         record = linear_arm.run_seed(curve_, data_, seed)
-        train_set = seed_subset(data_["pool"], data_["n"], seed)
-        probe = fit_probe(frozen_features(train_set), train_set.labels, val_features, data_["val"].labels, 3,
+        train_set = seed_subset(data_.pool, data_.n, seed)
+        probe = fit_probe(frozen_features(train_set), train_set.labels, val_features, data_.val.labels, 3,
                           params.data_hunger.probe_regs)  # fmt: skip
         fitted, _, subset = linear_arm.seed_probe(curve_, data_, seed)
         assert torch.equal(subset.images, train_set.images)
         torch.testing.assert_close(fitted.weight, probe.weight)
         torch.testing.assert_close(fitted.bias, probe.bias)
         assert (record["reg"], record["val_acc"]) == (probe.reg, probe.val_acc)
-        assert record["score"]() == {"test_acc": accuracy(probe.logits(test_features), data_["test"].labels)}
+        assert record["score"]() == {"test_acc": accuracy(probe.logits(test_features), data_.test.labels)}
         assert record["trained_parameters"] == 32 * 3 + 3  # tiny's 32 features, three classes
 
 
@@ -58,7 +58,7 @@ def test_run_seed_fits_one_probe_per_seed_and_reuses_it(curve_project, monkeypat
     monkeypatch.setattr(linear_arm, "fit_probe", counted)
     first = linear_arm.run_seed(curve_, data_, 0)
     again = linear_arm.run_seed(curve_, data_, 0, lr=0.5)  # lr is unused
-    assert len(fitted) == 1 and linear_arm.seed_probe(curve_, data_, 0)[0] is data_["probes"][0][0]
+    assert len(fitted) == 1 and linear_arm.seed_probe(curve_, data_, 0)[0] is data_.probes[0][0]
     assert {k: v for k, v in first.items() if k != "score"} == {k: v for k, v in again.items() if k != "score"}
     linear_arm.run_seed(curve_, data_, 1)
     assert len(fitted) == 2 and not torch.equal(fitted[0], fitted[1])  # another seed, another subset

@@ -19,7 +19,7 @@ from matplotlib.colors import is_color_like, to_hex
 from pipeline.core import arm_registry as arms
 from pipeline.core import config, paths
 from pipeline.core.arm_registry import ARMS, DECAY_VARIANTS, REGISTRY, TABLE_ORDER, TRAINED, Arm
-from pipeline.core.config import ConfigError
+from pipeline.core.errors import ConfigError
 from pipeline.core.params_yaml import parse_params
 
 REPO = Path(__file__).resolve().parents[3]

@@ -12,7 +12,8 @@ from project_copy import merged
 
 from pipeline.core import arm_registry as arms
 from pipeline.core import config as config_module
-from pipeline.core.config import ConfigError, Params
+from pipeline.core.config import Params
+from pipeline.core.errors import ConfigError
 from pipeline.core.params_yaml import flatten, load_params, parse_params
 
 # --- config ----------------------------------------------------------------------------------

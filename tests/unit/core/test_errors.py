@@ -5,8 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from pipeline.core.config import ConfigError
-from pipeline.core.errors import UserError
+from pipeline.core.errors import ConfigError, UserError
 
 PACKAGE = Path(__file__).resolve().parents[3] / "pipeline"
 

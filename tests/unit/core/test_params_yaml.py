@@ -9,7 +9,7 @@ import re
 import pytest
 from helpers import ROOT, raw_params, with_value
 
-from pipeline.core.config import ConfigError
+from pipeline.core.errors import ConfigError
 from pipeline.core.params_yaml import flatten, load_params, parse_params
 
 

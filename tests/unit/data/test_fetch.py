@@ -352,8 +352,8 @@ class _Called(Exception):
 def test_the_download_cap_and_deadline_are_params_the_stages_pass(tmp_path, monkeypatch):
     from helpers import params_with
 
+    from pipeline.data.presets import image_folder
     from pipeline.pretrain import supervised as pretraining
-    from pipeline.stages import download as download_stage
 
     params = params_with(paper={"max_download_mb": 3, "download_deadline_s": 7})
     seen = []
@@ -362,10 +362,10 @@ def test_the_download_cap_and_deadline_are_params_the_stages_pass(tmp_path, monk
         seen.append(kwargs)
         raise _Called
 
-    monkeypatch.setattr(download_stage, "download", recorded)
+    monkeypatch.setattr(image_folder, "download", recorded)
     monkeypatch.setattr(pretraining, "download", recorded)
     with pytest.raises(_Called):
-        download_stage.obtain_image_folder(params.paper, tmp_path / "images", tmp_path / "downloads")
+        image_folder.obtain_image_folder(params.paper, tmp_path / "images", tmp_path / "downloads")
     with pytest.raises(_Called):
         pretraining.torchvision_weights(params.paper)
     assert seen == [{"max_bytes": 3 << 20, "deadline_s": 7.0}] * 2

@@ -47,7 +47,7 @@ def test_pretrain_on_pool_trains_the_seeded_backbone_and_scores_the_pool_the_sam
     seed_everything(cfg.seed)
     initial = build_backbone("vit", "tiny", len(CLASSES), ()).state_dict()
     every = Records()
-    model, history = pretrain_on_pool("vit", "tiny", (), pool_train, pool_test, cfg, CPU, 8, every, "t")
+    model, history = pretrain_on_pool("vit", "tiny", (), (pool_train, pool_test), cfg, CPU, 8, every, "t")
     assert isinstance(model, ViT) and model.config.num_classes == len(CLASSES)
     assert [(r["epoch"], r["step"]) for r in history] == [(1, 2), (2, 4)]
     assert all({"test_acc", "test_loss", "train_loss"} <= set(r) for r in history)
@@ -58,7 +58,7 @@ def test_pretrain_on_pool_trains_the_seeded_backbone_and_scores_the_pool_the_sam
     assert (history[-1]["test_acc"], history[-1]["test_loss"]) == (scored.accuracy, scored.loss)
 
     last_only = Records()
-    again, last_history = pretrain_on_pool("vit", "tiny", (), pool_train, pool_test, cfg, CPU, 8, last_only, "t",
+    again, last_history = pretrain_on_pool("vit", "tiny", (), (pool_train, pool_test), cfg, CPU, 8, last_only, "t",
                                            score_every_epoch=False)  # fmt: skip
     assert all(torch.equal(v, again.state_dict()[k]) for k, v in trained.items())
     assert "test_acc" not in last_history[0]
@@ -68,7 +68,7 @@ def test_pretrain_on_pool_trains_the_seeded_backbone_and_scores_the_pool_the_sam
 
 def test_the_pool_axis_resnet_has_its_widths_and_the_pools_classes():
     cfg, pool_train, pool_test = backbone_cfg(), pool_set(2, seed=0), pool_set(1, seed=1)
-    model, history = pretrain_on_pool("resnet", "tiny", (4, 8), pool_train, pool_test, cfg, CPU, 8, Records(), "r",
+    model, history = pretrain_on_pool("resnet", "tiny", (4, 8), (pool_train, pool_test), cfg, CPU, 8, Records(), "r",
                                       score_every_epoch=False)  # fmt: skip
     assert [m.out_channels for m in model.modules() if isinstance(m, torch.nn.Conv2d)][:1] == [4]
     assert model[-1].out_features == len(CLASSES) and model[-1].in_features == 8
@@ -82,7 +82,7 @@ def test_pretrain_reads_the_prepared_pool_and_summarises_its_last_epoch(tmp_path
     cfg = backbone_cfg()
     state, history, summary = pretrain(cfg, "tiny", CPU, 8, Records())
     assert history[0]["test_acc"] != history[-1]["test_acc"]  # so the summary's epoch shows
-    model, expected = pretrain_on_pool("vit", "tiny", (), pool_set(4, 0), pool_set(2, 1), cfg, CPU, 8, Records(), "b")
+    model, expected = pretrain_on_pool("vit", "tiny", (), (pool_set(4, 0), pool_set(2, 1)), cfg, CPU, 8, Records(), "b")
     assert history == expected and all(torch.equal(v, model.state_dict()[k]) for k, v in state.items())
     assert set(state) == set(model.state_dict()) and all(v.device.type == "cpu" for v in state.values())
     assert summary == {"source": "pretrain", "pool_classes": CLASSES, "n_pretrain": 16,

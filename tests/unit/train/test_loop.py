@@ -9,25 +9,15 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import CPU, FixedLogits, grey_set, logits_correct_for, tiny_vit
+from helpers import CPU, FixedLogits, grey_set, logits_correct_for, recipe_for, tiny_vit
 from torch import nn
 
 from pipeline.core.errors import UserError
 from pipeline.data.images import ImageSet, batch_preparer
 from pipeline.models.vit import ViT, vit_config
 from pipeline.results.history import FIELDS
-from pipeline.train.loop import (
-    NonFiniteLossError,
-    Recipe,
-    Stopping,
-    epoch_batches,
-    epoch_steps,
-    evaluate,
-    extract_features,
-    lr_factor,
-    train,
-    train_until_plateau,
-)
+from pipeline.train.loop import NonFiniteLossError, Recording, epoch_batches, evaluate, extract_features, train
+from pipeline.train.schedule import Recipe, epoch_steps, lr_factor
 
 # --- engine: evaluation ----------------------------------------------------------------------
 
@@ -66,12 +56,6 @@ def test_evaluate_restores_training_mode():
 # --- engine: training ------------------------------------------------------------------------
 
 
-def recipe_for(n: int, epochs: int, lr: float, batch_size: int, **changes) -> Recipe:
-    """Adam, constant lr, no decay or clipping, for ``epochs`` passes over ``n`` examples."""
-    settings = dict(optimizer="adam", weight_decay=0.0, schedule="none", warmup_fraction=0.0, grad_clip=0.0)
-    return Recipe(lr=lr, batch_size=batch_size, steps=epoch_steps(epochs, n, batch_size), **{**settings, **changes})
-
-
 def per_epoch(n: int, recipe: Recipe) -> int:
     return epoch_steps(1, n, recipe.batch_size)
 
@@ -84,7 +68,7 @@ def train_tiny(seed: int, recipe: Recipe | None = None) -> tuple[ViT, list[dict]
     recipe = recipe or recipe_for(14, 2, lr=1e-3, batch_size=8)
     history = train(
         model, images[:14], labels[:14], recipe, CPU, torch.Generator().manual_seed(seed),
-        record_every=per_epoch(14, recipe), evaluations={"test": (images[14:], labels[14:])},
+        recording=Recording(per_epoch(14, recipe), {"test": (images[14:], labels[14:])}),
     )  # fmt: skip
     return model, history
 
@@ -109,8 +93,8 @@ def test_history_records_have_every_field_and_train_metrics_are_per_image():
     seen = []
     history = train(
         FixedLogits(), logits, labels, recipe_for(75, 2, lr=0.1, batch_size=32), CPU,
-        torch.Generator().manual_seed(seed), record_every=3, evaluations={"val": (logits[:10], labels[:10])},
-        on_record=seen.append,
+        torch.Generator().manual_seed(seed),
+        recording=Recording(3, {"val": (logits[:10], labels[:10])}, on_record=seen.append),
     )  # fmt: skip
     assert [(r["epoch"], r["step"]) for r in history] == [(1, 3), (2, 6)]
     assert all(set(r) == {*FIELDS, "step"} for r in history)
@@ -163,26 +147,8 @@ def test_nan_input_raises_non_finite_loss_naming_the_exact_epoch_and_step():
     with pytest.raises(NonFiniteLossError, match=r"at epoch 2, step 2;.*Lower the lr"):
         train(
             FixedLogits(), logits_correct_for(labels, labels >= 0), labels, recipe_for(75, 3, lr=0.1, batch_size=32),
-            CPU, torch.Generator().manual_seed(0), prepare=nan_on_fifth_batch, record_every=3,
+            CPU, torch.Generator().manual_seed(0), prepare=nan_on_fifth_batch, recording=Recording(every=3),
         )  # fmt: skip
-
-
-def test_lr_factor_warms_up_linearly_then_decays_by_cosine_to_zero():
-    recipe = recipe_for(100, 1, lr=1.0, batch_size=1, schedule="cosine", warmup_fraction=0.1)
-    factors = [lr_factor(step, 100, recipe) for step in range(100)]
-    assert factors[:10] == pytest.approx([(i + 1) / 10 for i in range(10)])
-    assert factors[10] == pytest.approx(1.0)
-    assert all(a >= b for a, b in zip(factors[10:], factors[11:], strict=False))
-    assert factors[55] == pytest.approx(0.5, abs=0.02)
-    assert factors[-1] < 1e-3
-
-
-def test_lr_factor_without_schedule_is_one_after_warmup():
-    recipe = recipe_for(40, 1, lr=1.0, batch_size=1, schedule="none", warmup_fraction=0.25)
-    factors = [lr_factor(step, 40, recipe) for step in range(40)]
-    assert factors[0] == pytest.approx(0.1)
-    assert factors[9:] == [1.0] * 31
-    assert [lr_factor(s, 40, recipe_for(40, 1, lr=1.0, batch_size=1)) for s in range(40)] == [1.0] * 40
 
 
 def test_grad_clip_runs_and_limits_the_update():
@@ -301,108 +267,6 @@ def test_progress_bars_stay_quiet_when_stderr_is_not_a_terminal(capsys):
     assert capsys.readouterr().err == ""
 
 
-class ScriptedValidation(nn.Module):
-    """A model whose validation loss follows a script: one learnable scalar that training moves, and whose
-    output on the validation inputs is chosen per record so that the loss there is known in advance."""
-
-    def __init__(self, val_losses: list[float]) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.zeros(1))
-        self.scores = iter(val_losses)
-
-    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-        if not self.training:  # scoring the validation set: logits giving the scripted loss for label 0
-            loss = next(self.scores)
-            p = math.exp(-loss)  # probability of class 0; the others share the rest
-            other = (1 - p) / 2
-            row = torch.log(torch.tensor([p, other, other]))
-            return row.expand(len(inputs), 3) + 0 * self.weight
-        return torch.cat([self.weight.expand(len(inputs), 1), torch.zeros(len(inputs), 2)], dim=1)
-
-
-def test_the_validation_rule_stops_after_patience_and_keeps_the_best_weights():
-    # scores every 2 steps: best at step 4 (0.5), then 3 worse ones; patience 3 stops at step 10
-    val_losses = [0.9, 0.5, 0.6, 0.7, 0.8, 0.4, 0.3]
-    model = ScriptedValidation(val_losses)
-    weights = []
-
-    inputs, labels = torch.zeros(8, 1), torch.zeros(8, dtype=torch.long)
-    recipe = Recipe(lr=0.1, batch_size=4, steps=100, optimizer="adam", weight_decay=0.0, schedule="none",
-                    warmup_fraction=0.0, grad_clip=0.0)  # fmt: skip
-    original = model.state_dict
-
-    def state_dict(*args, **kwargs):
-        weights.append(model.weight.item())
-        return original(*args, **kwargs)
-
-    model.state_dict = state_dict
-    history, best = train_until_plateau(
-        model, inputs, labels, recipe, CPU, torch.Generator().manual_seed(0),
-        val=(torch.zeros(3, 1), torch.zeros(3, dtype=torch.long)), stopping=Stopping(eval_every=2, patience=3),
-    )  # fmt: skip
-    assert [r["step"] for r in history] == [2, 4, 6, 8, 10]  # stopped: 3 scores after the best, far below 100
-    assert [round(r["val_loss"], 6) for r in history] == [0.9, 0.5, 0.6, 0.7, 0.8]
-    assert best["step"] == 4 and best["val_loss"] == pytest.approx(0.5)
-    assert model.weight.item() == weights[1]  # the weights saved at step 4 are back in the model
-    assert model.weight.item() != weights[0]
-
-
-@pytest.mark.parametrize("schedule", ["none", "plateau"])
-def test_the_validation_rule_runs_to_the_cap_while_the_loss_improves(schedule):
-    """Patience never runs out, and under the plateau schedule the loss never levels off: no decay begins."""
-    model = ScriptedValidation([1.0, 0.9, 0.8, 0.7])
-    recipe = Recipe(lr=0.1, batch_size=4, steps=8, optimizer="adam", weight_decay=0.0, schedule=schedule,
-                    warmup_fraction=0.0, grad_clip=0.0)  # fmt: skip
-    history, best = train_until_plateau(
-        model, torch.zeros(8, 1), torch.zeros(8, dtype=torch.long), recipe, CPU, torch.Generator(),
-        val=(torch.zeros(3, 1), torch.zeros(3, dtype=torch.long)), stopping=Stopping(eval_every=2, patience=1),
-    )  # fmt: skip
-    assert [r["step"] for r in history] == [2, 4, 6, 8] and best["step"] == 8
-    assert best.get("decay_step") is None and ("decay_step" in best) == (schedule == "plateau")
-
-
-def test_the_validation_rule_prefers_accuracy_and_breaks_ties_by_loss():
-    from pipeline.train.loop import better_score
-
-    assert better_score({"val_acc": 0.6, "val_loss": 1.0}, {"val_acc": 0.5, "val_loss": 0.2})
-    assert better_score({"val_acc": 0.5, "val_loss": 0.1}, {"val_acc": 0.5, "val_loss": 0.2})
-    assert not better_score({"val_acc": 0.5, "val_loss": 0.2}, {"val_acc": 0.5, "val_loss": 0.2})  # first of equals
-    assert not better_score({"val_acc": 0.4, "val_loss": 0.01}, {"val_acc": 0.5, "val_loss": 0.9})
-
-
-def test_a_run_scored_at_step_0_keeps_its_start_when_training_only_makes_it_worse():
-    """Fine-tuning starts at the probe: if every later score is worse, the start is what the rule keeps."""
-    model = ScriptedValidation([0.2, 0.5, 0.6, 0.7])  # step 0, then steps 2, 4, 6
-    start = model.weight.detach().clone()
-    recipe = Recipe(lr=0.1, batch_size=4, steps=100, optimizer="adam", weight_decay=0.0, schedule="none",
-                    warmup_fraction=0.0, grad_clip=0.0)  # fmt: skip
-    history, best = train_until_plateau(
-        model, torch.zeros(8, 1), torch.zeros(8, dtype=torch.long), recipe, CPU, torch.Generator(),
-        val=(torch.zeros(3, 1), torch.zeros(3, dtype=torch.long)),
-        stopping=Stopping(eval_every=2, patience=3, score_at_start=True),
-    )  # fmt: skip
-    assert [r["step"] for r in history] == [0, 2, 4, 6]
-    assert best["step"] == 0 and torch.equal(model.weight.detach(), start)
-
-
-def test_a_nan_validation_loss_stops_the_run_with_the_step_and_the_fix():
-    model = ScriptedValidation([0.5, math.nan])
-    recipe = Recipe(lr=0.1, batch_size=4, steps=100, optimizer="adam", weight_decay=0.0, schedule="none",
-                    warmup_fraction=0.0, grad_clip=0.0)  # fmt: skip
-    with pytest.raises(NonFiniteLossError, match=r"validation loss became nan at step 4.*lower the lr"):
-        train_until_plateau(
-            model, torch.zeros(8, 1), torch.zeros(8, dtype=torch.long), recipe, CPU, torch.Generator(),
-            val=(torch.zeros(3, 1), torch.zeros(3, dtype=torch.long)), stopping=Stopping(eval_every=2, patience=3),
-        )  # fmt: skip
-
-
-def test_a_nan_is_never_kept_over_a_number():
-    from pipeline.train.loop import better_score
-
-    assert better_score({"val_acc": 0.3, "val_loss": 1.2}, {"val_acc": 0.3, "val_loss": math.nan})
-    assert not better_score({"val_acc": 0.3, "val_loss": math.nan}, {"val_acc": 0.3, "val_loss": 1.2})
-
-
 def tiny_model(seed: int = 0, size: int = 8) -> nn.Module:
     torch.manual_seed(seed)
     return nn.Sequential(nn.Flatten(), nn.Linear(size * size, 3))
@@ -436,8 +300,8 @@ def test_train_scores_its_evaluation_sets_without_augmentation():
 
     history = train(
         model, train_set.images, train_set.labels, recipe, CPU, torch.Generator().manual_seed(0),
-        prepare=batch_preparer(train_set, augment_train=True), record_every=2,
-        evaluations={"val": (val_set.images, val_set.labels)}, eval_batch_size=256, on_record=check,
+        prepare=batch_preparer(train_set, augment_train=True),
+        recording=Recording(2, {"val": (val_set.images, val_set.labels)}, 256, on_record=check),
     )  # fmt: skip
     assert [r["step"] for r in scored] == [2, 4, 6] and scored == history
     final = evaluate(model, val_set.images, val_set.labels, CPU, 256, plain)
@@ -449,45 +313,3 @@ def test_train_scores_its_evaluation_sets_without_augmentation():
 
 
 # --- the plateau schedule (warmup, constant, then a cooldown the validation rule begins) -----------------
-
-
-def test_the_cooldown_decays_linearly_over_its_fraction_of_the_steps_before_it_in_whole_scoring_intervals():
-    from pipeline.train.loop import Cooldown
-
-    cooldown = Cooldown(0.2)
-    assert cooldown.factor(50) == 1.0 and not cooldown.over(10**6)  # constant until begun
-    cooldown.begin(100, eval_every=8)  # 0.2 x 100 = 20 steps, rounded up to 3 intervals of 8
-    assert (cooldown.start, cooldown.steps) == (100, 24)
-    assert [cooldown.factor(s) for s in (100, 106, 112, 124, 130)] == [1.0, 0.75, 0.5, 0.0, 0.0]
-    assert not cooldown.over(123) and cooldown.over(124)
-
-
-def test_the_plateau_schedule_decays_once_the_validation_loss_levels_off_and_stops_when_the_decay_ends(
-    monkeypatch,
-):
-    """Scores every 2 steps, windows of 2 scores: one lucky low score (step 4) does not begin the cooldown while
-    the trend still falls (a best-so-far rule of patience 2 would have at step 8); at step 14 the last two
-    scores' mean is no lower than the two before, so the decay runs over half of 14 steps rounded up to whole
-    intervals (8), to step 22; the best score is kept, wherever it came."""
-    import pipeline.train.loop as engine
-
-    model = ScriptedValidation([0.9, 0.3, 0.6, 0.5, 0.35, 0.45, 0.5, 0.45, 0.2, 0.25, 0.3, 0.01])
-    lrs = []
-    real_step = engine.optimizer_step
-
-    def recording_step(loss, optimizer, parameters, grad_clip):
-        lrs.append(optimizer.lr)
-        real_step(loss, optimizer, parameters, grad_clip)
-
-    monkeypatch.setattr(engine, "optimizer_step", recording_step)
-    recipe = Recipe(lr=0.1, batch_size=4, steps=100, optimizer="adam", weight_decay=0.0, schedule="plateau",
-                    warmup_fraction=0.0, grad_clip=0.0)  # fmt: skip
-    history, best = train_until_plateau(
-        model, torch.zeros(8, 1), torch.zeros(8, dtype=torch.long), recipe, CPU, torch.Generator(),
-        val=(torch.zeros(3, 1), torch.zeros(3, dtype=torch.long)),
-        stopping=Stopping(eval_every=2, patience=2, cooldown_fraction=0.5),
-    )  # fmt: skip
-    assert [r["step"] for r in history] == list(range(2, 23, 2))
-    assert (best["step"], best["decay_step"]) == (18, 14) and best["val_loss"] == pytest.approx(0.2)
-    # the decay starts from the full rate: the step after the record that began it still runs at 0.1
-    assert lrs == pytest.approx([0.1] * 15 + [0.1 * k / 8 for k in range(7, 0, -1)], rel=1e-12)

@@ -1,0 +1,354 @@
+"""The README's and docs' generated tables, built from the committed metrics files' contents (no file I/O here:
+``python -m pipeline.tools.report`` reads the files and fills the marked blocks)."""
+
+from __future__ import annotations
+
+from pipeline.core import paths
+from pipeline.core.arm_registry import DECAY_VARIANTS, REGISTRY, TABLE_ORDER
+
+
+def mean_std(value: dict) -> str:
+    return f"{value['mean']:.3f} ± {value['std']:.3f}"
+
+
+def results_table(metrics: dict) -> str:
+    """The arms beside the baselines, as a markdown table."""
+    seeds = len(metrics["scratch"]["test_acc"]["per_seed"])
+    lines = [
+        f"Preset `{metrics['preset']}`: classes {', '.join(metrics['classes'])}; {metrics['n_train']} training and "
+        f"{metrics['n_test']} test images; {seeds} seeds; {metrics.get('runtime', '')}.",
+        "",
+        "| model | test accuracy (mean ± std) | per seed | test loss | collapse | trainable / total params "
+        "| file MB (model / head) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for arm, name in ((arm, REGISTRY[arm].label) for arm in paths.HEADLINE_VIEWS):
+        m = metrics[arm]
+        acc, loss = m["test_acc"], m["test_loss"]
+        per_seed = ", ".join(f"{a:.3f}" for a in acc["per_seed"])
+        lines.append(
+            f"| {name} (seed 000's recipe) | **{mean_std(acc)}** | {per_seed} | {loss['mean']:.3f} "
+            f"| {m['collapse']:.2f} | {m['params']['trainable']:,} / {m['params']['total']:,} "
+            f"| {m['file_size_mb']['model']:.2f} / {m['file_size_mb']['head']:.3f} |"
+        )
+    protocol = metrics["protocol"]
+    for arm in TABLE_ORDER:
+        acc = protocol[arm]
+        per_seed = ", ".join(f"{a:.3f}" for a in acc["per_seed"])
+        lines.append(f"| {REGISTRY[arm].label} (protocol, {protocol['n_train_per_class']}/class) | **{mean_std(acc)}** "
+                     f"| {per_seed} | | | | |")  # fmt: skip
+    baselines = metrics["baselines"]
+    logreg = baselines["pixels_logreg"]
+    lines.append(f"| Logistic regression on raw pixels (same images, mean over seeds) | {logreg:.3f} | | | | | |")
+    lines.append(f"| Majority training class | {baselines['majority']:.3f} | | | | | |")
+    lines.append(f"| Chance | {baselines['chance']:.3f} | | | | | |")
+    return "\n".join(lines)
+
+
+def curve_table(curve: dict) -> str:
+    """Test accuracy per arm and training-set size; the best arm of each size in bold."""
+    arms = [arm for arm in TABLE_ORDER if arm in curve]
+    lines = [
+        "| per class | " + " | ".join(REGISTRY[arm].label for arm in arms) + " | logistic regression on pixels |",
+        "|---" * (len(arms) + 2) + "|",
+    ]
+    for size in sorted(curve[arms[0]], key=int):
+        best = max(arms, key=lambda arm: curve[arm][size]["mean"])
+        cells = [f"**{mean_std(curve[arm][size])}**" if arm == best else mean_std(curve[arm][size]) for arm in arms]
+        logreg = curve["baselines"][size].get("pixels_logreg")
+        cells.append(f"{logreg:.3f}" if logreg is not None else "(not fit)")
+        lines.append(f"| {size} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def runs_table(curve: dict) -> str:
+    """What the validation rule did: each trained arm's chosen lr (``*`` where it is an end of the grid), kept
+    step / steps run / budget (mean over seeds), runs stopped by the cap, and the kept weights' train loss;
+    each probe's ridges (``*`` at an end of the grid)."""
+    trained = [arm for arm in TABLE_ORDER if arm in curve["runs"] and "lr" in next(iter(curve["runs"][arm].values()))]
+    probes = [arm for arm in TABLE_ORDER if arm in curve["runs"] and arm not in trained]
+    lines = [
+        "| per class | " + " | ".join(f"{REGISTRY[arm].label}: lr, kept / last step of budget, at cap, train loss"
+                                     for arm in trained)
+        + " | " + " | ".join(f"{REGISTRY[arm].label}: ridge" for arm in probes) + " |",
+        "|---" * (len(trained) + len(probes) + 1) + "|",
+    ]  # fmt: skip
+    for size in sorted(curve["runs"][trained[0]], key=int):
+        cells = []
+        for arm in trained:
+            run = curve["runs"][arm][size]
+            edge = "*" if run.get("lr_at_edge") else ""
+            steps = f"{run['best_step']['mean']:.0f} / {run['steps']['mean']:.0f} of {run.get('budget', '?')}"
+            cells.append(f"{run['lr']:g}{edge}, {steps}, {run['stopped_at_cap']}, {run['train_loss']['mean']:.3f}")
+        for arm in probes:
+            run = curve["runs"][arm][size]
+            edges = run.get("reg_at_edge", [""] * len(run.get("reg", [])))
+            cells.append(", ".join(f"{r:g}{'*' if e else ''}" for r, e in zip(run.get("reg", []), edges, strict=True)))
+        lines.append(f"| {size} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def yes_no(value: bool) -> str:
+    return "yes" if value else "NO"
+
+
+def grid_edges_table(edges: dict) -> str:
+    """Every learning-rate choice at an end of its grid, against one step past that end on the seed that chooses,
+    then every probe's ridge at an end of its grid refitted with that grid one step wider
+    (``benchmarks/grid_edges.py``): whether a wider grid would have kept the choice."""
+    lines = ["| arm | per class | grid | chosen: val acc, loss | one step past: val acc, loss, kept / last step "
+             "| the choice holds |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for run in edges["runs"]:
+        chosen, past = run["chosen_val"], run["beyond_run"]
+        grid = lr_list(run["grid"])
+        lines.append(
+            f"| {REGISTRY[run['arm']].label} | {run['n_train_per_class']} | {grid} | {run['chosen']:g}: "
+            f"{chosen['val_acc']:.3f}, {chosen['val_loss']:.3f} | {run['beyond']:g}: {past['val_acc']:.3f}, "
+            f"{past['val_loss']:.3f}, {past['best_step']} / {past['steps']} | {yes_no(run['choice_holds'])} |"
+        )
+    lines += ["", "| probe | per class | seed | ridge chosen: val acc | one step past | chosen from the wider grid: "
+              "val acc | the choice holds |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for run in edges["ridge_runs"]:
+        lines.append(
+            f"| {REGISTRY[run['arm']].label} | {run['n_train_per_class']} | {run['seed']} | {run['chosen']:g}: "
+            f"{run['chosen_val_acc']:.3f} | {run['beyond']:g} | {run['chosen_in_wider_grid']:g}: {run['val_acc']:.3f} "
+            f"| {yes_no(run['choice_holds'])} |"
+        )
+    return "\n".join(lines)
+
+
+def signed(value: float) -> str:
+    return f"{value:+.3f}"
+
+
+def comparisons_table(comparisons: dict) -> str:
+    """Every stated comparison at every size: the paired difference over seeds, its 95% t interval, the verdict
+    (ahead / behind where the interval excludes 0, level where it does not)."""
+    pairs = comparisons["curve"]
+    sizes = sorted({n for by_size in pairs.values() for n in by_size}, key=int)
+    lines = [
+        "| A - B (paired by seed) | " + " | ".join(f"{n} per class" for n in sizes) + " |",
+        "|---" * (len(sizes) + 1) + "|",
+    ]
+    for pair, by_size in pairs.items():
+        a, b = pair.split("-")
+        cells = []
+        for n in sizes:
+            d = by_size.get(n)
+            cells.append("" if d is None else f"{signed(d['mean'])} [{signed(d['low'])}, {signed(d['high'])}] "
+                                              f"{d['verdict']}")  # fmt: skip
+        lines.append(f"| {REGISTRY[a].label} - {REGISTRY[b].label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def ablation_table(ablation: dict) -> str:
+    """Each weight-decay variant of seed 000's recipe: accuracy, collapse, loss and the weights' RMS."""
+    lines = [
+        "| variant | optimiser | test accuracy (mean ± std) | per seed | collapse | final train loss "
+        "| weight RMS: start -> end | layer-0 attention RMS: start -> end |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for variant in ablation["order"]:
+        r = ablation["variants"][variant]
+        per_seed = ", ".join(f"{a:.3f}" for a in r["test_acc"]["per_seed"])
+        lines.append(
+            f"| `{variant}` | {DECAY_VARIANTS[variant].label} | **{mean_std(r['test_acc'])}** | {per_seed} "
+            f"| {r['collapse']['mean']:.2f} | {r['train_loss']['mean']:.3f} "
+            f"| {r['weight_rms_initial']['mean']:.4f} -> {r['weight_rms']['mean']:.5f} "
+            f"| {r['attention0_rms_initial']['mean']:.4f} -> {r['attention0_rms']['mean']:.5f} |"
+        )
+    return "\n".join(lines)
+
+
+# The second runs of the curve (docs/reproducibility.md): their comparison files and how a reading names them.
+SECOND_RUNS = {"precision_change.json": "the fp32 rerun", "precision_change_zen4.json": "the Zen 4 rerun"}
+
+
+def verdicts_elsewhere(pair: str, n: str, shown: dict, second_runs: dict[str, dict]) -> str:
+    """Each second run's verdict on ``pair`` at ``n`` where it is not the ``shown`` comparison's: "; *level* in
+    the fp32 rerun". A second run compared with other results than these (after a rerun here) names none."""
+    found = [(name, change["comparisons"].get(n, {}).get(pair)) for name, change in second_runs.items()]
+    moved = [
+        (name, c["other"]["verdict"])
+        for name, c in found
+        if c and c["reference"]["mean"] == shown["mean"] and c["other"]["verdict"] != shown["verdict"]
+    ]
+    return "".join(f"; *{verdict}* in {name}" for name, verdict in moved)
+
+
+def readings(comparisons: dict, second_runs: dict[str, dict] | None = None) -> str:
+    """One generated sentence per stated comparison: at which sizes A is ahead of, level with or behind B (95%
+    paired t interval over the seeds), with the difference at each size, and the verdict of each second run
+    (``second_runs``: a name for each precision_change file) where it differs. Hand-written prose cites these
+    rather than numbers of its own."""
+    lines = []
+    for pair, by_size in comparisons["curve"].items():
+        a, b = pair.split("-")
+        groups: dict[str, list[str]] = {"ahead": [], "level": [], "behind": []}
+        for n in sorted(by_size, key=int):
+            d = by_size[n]
+            elsewhere = verdicts_elsewhere(pair, n, d, second_runs or {})
+            groups[d["verdict"]].append(
+                f"{n} ({signed(d['mean'])} [{signed(d['low'])}, {signed(d['high'])}]{elsewhere})"
+            )
+        parts = [f"{verdict} at {', '.join(sizes)}" for verdict, sizes in groups.items() if sizes]
+        lines.append(f"- **{REGISTRY[a].label}** against **{REGISTRY[b].label}**: " + "; ".join(parts) + " per class.")
+    return "\n".join(lines)
+
+
+def pretraining_table(scale: dict) -> str:
+    """Few-shot test accuracy per pretraining size and shots, ViT against the small ResNet, with their pool test
+    accuracy; the pixel probe and the masked-patch ViT below."""
+    shots = sorted(scale["pixels"], key=int)
+    per = " / ".join(shots)
+    lines = [
+        f"| pretraining images | ViT: {per} per class | small ResNet: {per} per class | pool test accuracy: ViT / "
+        "ResNet |",
+        "|---|---|---|---|",
+    ]
+
+    def row(values: dict) -> str:
+        return " / ".join(f"{values[n]['mean']:.3f}" for n in shots)
+
+    for size in sorted(scale["vit"], key=int):
+        pool = scale["pool_test_acc"]
+        lines.append(f"| {int(size):,} | {row(scale['vit'][size])} | {row(scale['resnet'][size])} | "
+                     f"{pool['vit'][size]:.3f} / {pool['resnet'][size]:.3f} |")  # fmt: skip
+    lines.append(f"| pixels (no pretraining) | {row(scale['pixels'])} | | |")
+    sizes = {str(n): images for images, n in scale.get("vit_masked_patch_sizes", {}).items()}
+    seen = {"all": "pool + target classes", "pool": "pool only"}
+    for size, values in sorted(scale.get("vit_masked_patch", {}).items(), key=lambda item: int(item[0])):
+        which = f" ({seen[sizes[size]]})" if size in sizes else ""
+        lines.append(f"| ViT, masked patch prediction, {int(size):,} unlabeled images{which} | {row(values)} | | |")
+    for size, values in scale.get("vit_masked_patch_long", {}).items():
+        lines.append(f"| ViT, masked patch prediction, {int(size):,} unlabeled images, "
+                     f"{scale['vit_masked_patch_long_epochs']} epochs (the stretch) | {row(values)} | | |")  # fmt: skip
+    comparisons = scale.get("comparisons", {})
+    if comparisons:
+        lines += ["", f"Paired by seed (A - B, 95% t interval): {per} shots per class", "",
+                  "| A - B | pretraining images | " + " | ".join(f"{n} shots" for n in shots) + " |",
+                  "|---|---|" + "---|" * len(shots)]  # fmt: skip
+        names = SCALE_NAMES
+        for pair, by_key in comparisons.items():
+            a, b = pair.split("-")
+            for size in sorted({key.split("/")[0] for key in by_key}, key=int):
+                cells = []
+                for n in shots:
+                    d = by_key[f"{size}/{n}"]
+                    cells.append(f"{signed(d['mean'])} [{signed(d['low'])}, {signed(d['high'])}] {d['verdict']}")
+                lines.append(f"| {names[a]} - {names[b]} | {int(size):,} | " + " | ".join(cells) + " |")
+    decision = scale.get("decision")
+    if decision:
+        lines += ["", f"Pre-registered masked-patch decision: {'GO' if decision['go'] else 'NO-GO'} (validation "
+                      f"{decision['masked_patch_val']:.3f} against the supervised ViT's "
+                      f"{decision['supervised_val']:.3f}; rule: {decision['rule']})."]  # fmt: skip
+    stretch = scale.get("stretch")
+    if stretch:
+        gap = stretch["difference"]
+        lines += ["", f"Pre-registered stretch: {'SUCCESS' if stretch['success'] else 'NOT MET'} (test, "
+                      f"{stretch['shots']} shots: {signed(gap['mean'])} [{signed(gap['low'])}, {signed(gap['high'])}] "
+                      f"against the pixel probe; rule: {stretch['rule']})."]  # fmt: skip
+    return "\n".join(lines)
+
+
+# the pretraining axis's arms, in its tables (metrics/pretraining_scale.json's keys)
+SCALE_NAMES = {"vit": "ViT", "resnet": "small ResNet", "pixels": "pixels", "vit_masked_patch": "masked-patch ViT",
+               "vit_masked_patch_pool": "masked-patch ViT, pool only",
+               "vit_masked_patch_long": "masked-patch ViT, trained longer"}  # fmt: skip
+
+
+def backbone_data_table(scale: dict) -> str:
+    """The default masked-patch backbone (pool + the target classes' unlabeled training images) against its
+    pool-only twin, through the same few-shot probe: what the target images add, paired by seed."""
+    sizes = scale.get("vit_masked_patch_sizes")
+    if not sizes:
+        return "Not measured: metrics/pretraining_scale.json has no pool-only masked-patch backbone."
+    everything, pool = str(sizes["all"]), str(sizes["pool"])
+    gain = scale["comparisons"]["vit_masked_patch-vit_masked_patch_pool"]
+    lines = [
+        f"| few-shot probe, images per class | pool + target images ({int(everything):,}) | pool only "
+        f"({int(pool):,}) | difference, 95% t interval |",
+        "|---|---|---|---|",
+    ]
+    for n in sorted(scale["pixels"], key=int):
+        d = gain[f"{everything}/{n}"]
+        lines.append(f"| {n} | {mean_std(scale['vit_masked_patch'][everything][n])} | "
+                     f"{mean_std(scale['vit_masked_patch'][pool][n])} | {signed(d['mean'])} [{signed(d['low'])}, "
+                     f"{signed(d['high'])}] {d['verdict']} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def side_by_side(runs: dict) -> str:
+    """A comparison's cells in both runs: each interval and verdict, whether the verdicts agree and the
+    intervals overlap (a row of ``precision_change.json``)."""
+    cells = [f"{signed(r['mean'])} [{signed(r['low'])}, {signed(r['high'])}] {r['verdict']}"
+             for r in (runs["reference"], runs["other"])]  # fmt: skip
+    same, overlap = (yes_no(runs[key]) for key in ("same_verdict", "overlap"))
+    return f"{cells[0]} | {cells[1]} | {same} | {overlap}"
+
+
+def lr_list(lrs: list[float]) -> str:
+    return ", ".join(f"{lr:g}" for lr in lrs)
+
+
+def grouped_by_value(by_size: dict[str, dict]) -> list[tuple[dict, list[str]]]:
+    """``{size: value}`` -> ``[(value, [sizes...])]``, sizes with equal values together, in size order."""
+    groups: list[tuple[dict, list[str]]] = []
+    for size in sorted(by_size, key=int):
+        match = next((group for group in groups if group[0] == by_size[size]), None)
+        if match:
+            match[1].append(size)
+        else:
+            groups.append((by_size[size], [size]))
+    return groups
+
+
+def precision_table(change: dict) -> str:
+    """Each stated comparison of the curve in the committed run and in a second run in another precision: the
+    verdicts and 95% intervals side by side (``metrics/precision_change.json``); where the second run was a
+    full one, the pretraining axis's comparisons too, and seed 000's and the collapse study's means."""
+    reference, other = (" and ".join(change["runtime"][run]) for run in ("reference", "other"))
+    lines = [
+        f"Committed run: {reference}. Second run: {other}. {change['held']} of {change['compared']} comparisons "
+        "keep their verdict with overlapping intervals.",
+        "",
+        "| A - B | per class | committed run | second run | same verdict | intervals overlap |",
+        "|---|---|---|---|---|---|",
+    ]
+    if change.get("grids"):
+        grids = "; ".join(f"{REGISTRY[arm].label} at {', '.join(sizes)} per class: {lr_list(runs['reference'])} in "
+                          f"the committed run, {lr_list(runs['other'])} in the second"
+                          for arm, by_size in change["grids"].items()
+                          for runs, sizes in grouped_by_value(by_size))  # fmt: skip
+        lines[1:1] = ["", f"Learning-rate grids that differ (the second run is older than the grid): {grids}."]
+    for n, pairs in sorted(change["comparisons"].items(), key=lambda item: int(item[0])):
+        for pair, runs in pairs.items():
+            a, b = (REGISTRY[arm].label for arm in pair.split("-"))
+            lines.append(f"| {a} - {b} | {n} | {side_by_side(runs)} |")
+    if "pretraining" in change:
+        lines += precision_pretraining_rows(change["pretraining"])
+    labels = {arm: REGISTRY[arm].label for arm in ("scratch", "linear")} | {k: f"`{k}`" for k in DECAY_VARIANTS}
+    for name, title in (("seed000", "Seed 000's two arms"), ("ablation", "The collapse study")):
+        if name in change:
+            means = ", ".join(f"{labels.get(key, key)} {m['reference']:.3f} -> {m['other']:.3f}"
+                              for key, m in change[name].items())  # fmt: skip
+            lines += ["", f"{title}, mean test accuracy, committed run -> second run: {means}."]
+    return "\n".join(lines)
+
+
+def precision_pretraining_rows(pretraining: dict) -> list[str]:
+    """The pretraining axis's paired comparisons in both runs (``precision_change.json``'s ``pretraining``)."""
+    held, compared = pretraining["held"], pretraining["compared"]
+    lines = [
+        "",
+        f"The pretraining-size axis: {held} of {compared} comparisons keep their verdict with overlapping intervals.",
+        "",
+        "| A - B | pretraining images / shots | committed run | second run | same verdict | intervals overlap |",
+        "|---|---|---|---|---|---|",
+    ]
+    for pair, by_key in pretraining["comparisons"].items():
+        a, b = (SCALE_NAMES[name] for name in pair.split("-"))
+        for key, runs in sorted(by_key.items(), key=lambda item: tuple(map(int, item[0].split("/")))):
+            images, shots = key.split("/")
+            lines.append(f"| {a} - {b} | {int(images):,} / {shots} | {side_by_side(runs)} |")
+    return lines

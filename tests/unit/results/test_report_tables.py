@@ -1,0 +1,124 @@
+"""pipeline.results.report_tables: the generated tables from metrics contents: both arms and baselines, a row per size
+with the best bolded, the ablation in its order, readings grouped by verdict and the second runs' verdicts."""
+
+import json
+from pathlib import Path
+
+from pipeline.results import report_tables
+from pipeline.results.report_tables import ablation_table, curve_table, results_table
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_results_table_shows_both_arms_and_baselines_from_the_committed_metrics():
+    metrics = json.loads((REPO / "metrics/evaluate.json").read_text())
+    table = results_table(metrics)
+    scratch = metrics["scratch"]["test_acc"]
+    assert f"**{scratch['mean']:.3f} ± {scratch['std']:.3f}**" in table
+    assert f"| {metrics['baselines']['pixels_logreg']:.3f} |" in table
+    assert table.count("\n| ") == 1 + 2 + 5 + 3  # header, seed 000's two arms, five protocol arms, three baselines
+    fine = metrics["protocol"]["finetune"]
+    assert f"**{fine['mean']:.3f} ± {fine['std']:.3f}**" in table
+
+
+def test_curve_table_has_a_row_per_size_and_bolds_the_best_arm():
+    def point(mean):
+        return {"mean": mean, "std": 0.01, "per_seed": [mean]}
+
+    curve = {
+        "scratch": {"10": point(0.4), "100": point(0.7)},
+        "cnn": {"10": point(0.5), "100": point(0.6)},
+        "baselines": {"10": {"pixels_logreg": 0.55}, "100": {}},
+    }
+    table = curve_table(curve)
+    rows = table.splitlines()
+    assert rows[0] == "| per class | ViT from scratch | small ResNet from scratch | logistic regression on pixels |"
+    assert rows[2] == "| 10 | 0.400 ± 0.010 | **0.500 ± 0.010** | 0.550 |"
+    assert rows[3] == "| 100 | **0.700 ± 0.010** | 0.600 ± 0.010 | (not fit) |"
+
+
+def test_ablation_table_keeps_the_variant_order_and_shows_the_weights_shrinking():
+    def spread(mean):
+        return {"mean": mean, "std": 0.0, "per_seed": [mean, mean]}
+
+    result = {"test_acc": spread(0.5), "collapse": spread(0.4), "train_loss": spread(0.9),
+              "weight_rms_initial": spread(0.06), "weight_rms": spread(0.0008),
+              "attention0_rms_initial": spread(0.0624), "attention0_rms": spread(0.00079)}  # fmt: skip
+    ablation = {"order": ["adamw", "adam_l2"], "variants": {"adam_l2": result, "adamw": result}}
+    rows = ablation_table(ablation).splitlines()
+    assert rows[2].startswith("| `adamw` | AdamW, decay 0.3 decoupled") and "**0.500 ± 0.000**" in rows[2]
+    assert rows[3].startswith("| `adam_l2` | Adam, decay 0.3 added to the gradient")
+    assert rows[3].endswith("| 0.0600 -> 0.00080 | 0.0624 -> 0.00079 |")
+
+
+def test_readings_group_the_sizes_by_verdict():
+    from pipeline.results.report_tables import readings
+
+    d = {"mean": 0.05, "low": 0.01, "high": 0.09, "verdict": "ahead"}
+    level = {"mean": 0.01, "low": -0.02, "high": 0.04, "verdict": "level"}
+    line = readings({"curve": {"linear-scratch": {"10": d, "75": level, "25": d}}})
+    assert line == (
+        "- **pretrained ViT, frozen + linear head** against **ViT from scratch**: ahead at 10 (+0.050 "
+        "[+0.010, +0.090]), 25 (+0.050 [+0.010, +0.090]); level at 75 (+0.010 [-0.020, +0.040]) per class."
+    )
+
+
+def test_readings_name_each_second_run_whose_verdict_differs():
+    from pipeline.results.report_tables import readings
+
+    ahead = {"mean": 0.05, "low": 0.01, "high": 0.09, "verdict": "ahead"}
+    level = {"mean": 0.01, "low": -0.02, "high": 0.04, "verdict": "level"}
+
+    def second_run(verdict: str, reference: dict = ahead) -> dict:
+        return {
+            "comparisons": {"10": {"linear-scratch": {"reference": reference, "other": level | {"verdict": verdict}}}}
+        }
+
+    line = readings(
+        {"curve": {"linear-scratch": {"10": ahead, "25": level}}},
+        {
+            "the fp32 rerun": second_run("level"),
+            "the Zen 4 rerun": second_run("ahead"),  # the same verdict
+            "a short rerun": {"comparisons": {}},  # no such size
+            "an old rerun": second_run("behind", reference=ahead | {"mean": 0.06}),  # compared with other results
+        },
+    )
+    assert (
+        "ahead at 10 (+0.050 [+0.010, +0.090]; *level* in the fp32 rerun); level at 25 (+0.010 [-0.020, +0.040])"
+        in line
+    )
+    assert "Zen 4" not in line and "short" not in line and "old" not in line
+
+
+def test_precision_table_adds_the_pretraining_axis_and_the_means_of_a_full_second_run():
+    from pipeline.results.report_tables import precision_table
+
+    def side(verdict_a, verdict_b):
+        one = {"mean": 0.05, "low": 0.01, "high": 0.09, "verdict": verdict_a}
+        two = {"mean": 0.02, "low": -0.01, "high": 0.05, "verdict": verdict_b}
+        return {"reference": one, "other": two, "same_verdict": verdict_a == verdict_b, "overlap": True}
+
+    change = {
+        "runtime": {"reference": ["cpu bf16"], "other": ["cpu fp32 (a)", "cpu fp32 (b)"]},
+        "held": 1, "compared": 1, "comparisons": {"10": {"cnn-scratch": side("ahead", "ahead")}},
+        "pretraining": {"held": 0, "compared": 1, "comparisons": {"resnet-vit": {"7000/25": side("ahead", "level")}}},
+        "seed000": {"scratch": {"reference": 0.3333, "other": 0.3333}, "linear": {"reference": 0.546, "other": 0.55}},
+    }  # fmt: skip
+    text = precision_table(change)
+    assert text.startswith("Committed run: cpu bf16. Second run: cpu fp32 (a) and cpu fp32 (b). 1 of 1 comparisons")
+    assert "| small ResNet from scratch - ViT from scratch | 10 | +0.050 [+0.010, +0.090] ahead | " in text
+    assert "The pretraining-size axis: 0 of 1 comparisons keep their verdict with overlapping intervals." in text
+    assert ("| small ResNet - ViT | 7,000 / 25 | +0.050 [+0.010, +0.090] ahead | +0.020 [-0.010, +0.050] level | NO "
+            "| yes |") in text  # fmt: skip
+    assert text.endswith("pretrained ViT, frozen + linear head 0.546 -> 0.550.")
+
+
+def test_differing_grids_are_listed_once_per_grid_with_their_sizes():
+    """The precision table names each arm's grids once, with the sizes where they differ, in size order."""
+    old, new = {"reference": [0.001, 0.003, 0.01], "other": [0.001, 0.003]}, {"reference": [0.1], "other": [0.2]}
+    grouped = report_tables.grouped_by_value({"250": old, "10": old, "1000": new})
+    assert grouped == [(old, ["10", "250"]), (new, ["1000"])]
+    change = json.loads((REPO / "metrics" / "precision_change.json").read_text())
+    table = report_tables.precision_table(change | {"grids": {"cnn": {"10": old, "75": old}}})
+    assert "small ResNet from scratch at 10, 75 per class: 0.001, 0.003, 0.01 in the committed run" in table
+    assert "Learning-rate grids" not in report_tables.precision_table(change | {"grids": {}})
