@@ -348,16 +348,6 @@ def view_transform(preset: str, view: str) -> str:
     return "crop" if presets.get(preset).pretrained_view_crops and view == "pretrained" else "resize"
 
 
-def paper_views(scratch: tuple[int, int], pretrained: tuple[int, int]) -> dict[str, tuple]:
-    """The paper preset's two input transforms, from each arm's model (image size, channels): ``scratch``
-    squashed to the model size (seed 000); ``pretrained`` the weights' resize and centre crop, ImageNet
-    mean and std (torchvision's transform for its weights)."""
-    return {
-        "scratch": (*scratch, "resize", (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)),
-        "pretrained": (*pretrained, "crop", IMAGENET_MEAN, IMAGENET_STD),
-    }
-
-
 def decode_into(out: torch.Tensor, paths: list[Path], size: int, mode: str, max_pixels: int) -> torch.Tensor:
     """Decodes ``paths`` one at a time into the preallocated uint8 ``out`` (N, C, size, size): memory holds the
     set once and a single image's decode, not a list of decoded images and their stacked copy."""
@@ -367,9 +357,9 @@ def decode_into(out: torch.Tensor, paths: list[Path], size: int, mode: str, max_
 
 
 def prepare_image_folder(root: Path, out: Path, views: dict[str, tuple], max_pixels: int, val_per_class: int) -> dict:
-    """Decodes an ImageFolder tree once per view (see :func:`paper_views`) into ``out``: the train folder's
-    images split into ``train`` and ``val`` (``val_per_class`` per class, the same images in every view), and
-    ``test``. Returns the classes, counts per split and manifest rows.
+    """Decodes an ImageFolder tree once per view (the paper preset's: ``image_folder.paper_views``) into ``out``:
+    the train folder's images split into ``train`` and ``val`` (``val_per_class`` per class, the same images in
+    every view), and ``test``. Returns the classes, counts per split and manifest rows.
 
     The split is drawn from the labels before anything is decoded, and each split's images are decoded
     straight into its own tensor and saved before the next is decoded: at most one split of one view is in

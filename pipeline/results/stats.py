@@ -75,3 +75,45 @@ def curve_comparisons(curve: dict[str, dict[str, dict]], pairs=COMPARISONS) -> d
         sizes = sorted(set(curve[a]) & set(curve[b]), key=int)
         result[f"{a}-{b}"] = {n: paired_difference(curve[a][n]["per_seed"], curve[b][n]["per_seed"]) for n in sizes}
     return result
+
+
+def paired_p_value(differences: list[float]) -> float:
+    """The two-sided p-value of a paired t test that the mean of ``differences`` is 0 (n - 1 degrees of
+    freedom): the test whose 95% interval :func:`paired_difference` reports. 1.0 for fewer than two seeds, or
+    when every seed's difference is 0; 0.0 when they are equal and not 0 (no spread)."""
+    from scipy import stats
+
+    if len(differences) < 2:
+        return 1.0
+    mean, sd = statistics.fmean(differences), statistics.stdev(differences)
+    if sd == 0:
+        return 1.0 if mean == 0 else 0.0
+    t = mean / (sd / math.sqrt(len(differences)))
+    return float(2 * stats.t.sf(abs(t), len(differences) - 1))
+
+
+def holm_verdicts(comparisons: dict[str, dict[str, dict]], alpha: float = 0.05) -> dict[str, dict[str, str]]:
+    """Holm's step-down over every comparison at every size at once (family-wise error ``alpha``): the p-values
+    sorted ascending, the k-th (from 0) rejected while it is at most ``alpha / (m - k)``, and none after the
+    first that is not. A rejected comparison keeps its direction (``ahead`` or ``behind``); the rest read
+    ``level``. ``{"a-b": {n: verdict}}`` in the shape of :func:`curve_comparisons`."""
+    cells = [(pair, n, value) for pair, by_size in comparisons.items() for n, value in by_size.items()]
+    ordered = sorted(cells, key=lambda cell: paired_p_value(cell[2]["per_seed"]))
+    verdicts = {pair: dict.fromkeys(by_size, "level") for pair, by_size in comparisons.items()}
+    for k, (pair, n, value) in enumerate(ordered):
+        if paired_p_value(value["per_seed"]) > alpha / (len(ordered) - k):
+            break
+        verdicts[pair][n] = "ahead" if value["mean"] > 0 else "behind"
+    return verdicts
+
+
+def with_holm(comparisons: dict[str, dict[str, dict]], alpha: float = 0.05) -> dict[str, dict[str, dict]]:
+    """``comparisons`` with each cell's paired t test p-value (``p``) and its verdict under Holm's step-down over
+    all of them (``holm``): what five seeds support once the 40-odd comparisons are read together."""
+    holm = holm_verdicts(comparisons, alpha)
+    return {
+        pair: {
+            n: value | {"p": paired_p_value(value["per_seed"]), "holm": holm[pair][n]} for n, value in by_size.items()
+        }
+        for pair, by_size in comparisons.items()
+    }

@@ -23,7 +23,7 @@ from pipeline.data.images import load_split
 from pipeline.data.subsets import sweep_sizes, sweep_train_set
 from pipeline.results.curve_results import aggregate, baselines, curve_csv, read_points, validation_csv
 from pipeline.results.figures import plot_data_hunger, plot_validation
-from pipeline.results.stats import curve_comparisons
+from pipeline.results.stats import curve_comparisons, with_holm
 from pipeline.tracking.tracker import stage_tracker
 
 
@@ -40,8 +40,9 @@ def main() -> None:
     metrics = aggregate(summaries, baselines(train_all, test_set, sizes, cfg.logreg_max_per_class, params.seeds))
     metrics["preset"] = params.preset
     write_json(paths.METRICS / "data_hunger.json", metrics)
-    comparisons = curve_comparisons({arm: metrics[arm] for arm in ARMS})
+    comparisons = with_holm(curve_comparisons({arm: metrics[arm] for arm in ARMS}))
     write_json(paths.METRICS / "comparisons.json", {"confidence": 0.95, "paired_by": "seed", "test": "t, n - 1 df",
+                                                     "multiplicity": "Holm over every curve comparison, 0.05",
                                                      "seeds": params.seeds, "curve": comparisons})  # fmt: skip
     title = (f"{params.preset}: test accuracy vs training images per class ({len(params.seeds)} seeds, own "
              f"subsets; early stopping on {metrics['n_val']} validation images)")  # fmt: skip

@@ -20,6 +20,7 @@ from pipeline.core.files import read_json, write_text
 from pipeline.results.report_tables import (
     SECOND_RUNS,
     ablation_table,
+    answer,
     backbone_data_table,
     comparisons_table,
     curve_table,
@@ -29,6 +30,7 @@ from pipeline.results.report_tables import (
     readings,
     results_table,
     runs_table,
+    verdict_table,
 )
 
 
@@ -44,13 +46,16 @@ def generated_blocks() -> dict[str, str]:
     metrics, curve = read_metrics("evaluate.json"), read_metrics("data_hunger.json")
     ablation, comparisons = read_metrics("ablation.json"), read_metrics("comparisons.json")
     scale, second_runs = read_metrics("pretraining_scale.json"), {file: read_metrics(file) for file in SECOND_RUNS}
+    named_runs = {name: second_runs[file] for file, name in SECOND_RUNS.items()}
     return {
+        "answer": answer(metrics, curve, comparisons, named_runs),
+        "verdicts": verdict_table(comparisons, named_runs),
         "headline": results_table(metrics),
         "curve": (f"Test accuracy ({curve['n_test']} test images), mean ± std over {len(comparisons['seeds'])} seeds, "
                   f"each seed its own nested subsets; trained arms chosen on {curve['n_val']} validation images.\n\n"
                   + curve_table(curve)),
         "comparisons": comparisons_table(comparisons),
-        "readings": readings(comparisons, {name: second_runs[file] for file, name in SECOND_RUNS.items()}),
+        "readings": readings(comparisons, named_runs),
         "pretraining": pretraining_table(scale),
         "backbone_data": backbone_data_table(scale),
         "precision": precision_table(second_runs["precision_change.json"]),

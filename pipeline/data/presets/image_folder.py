@@ -11,7 +11,7 @@ from pipeline.core.config import PaperConfig
 from pipeline.core.errors import UserError
 from pipeline.core.files import copy_tree_atomically
 from pipeline.data.fetch import download, safe_extract_zip
-from pipeline.data.images import find_split_root, list_image_folder, paper_views, prepare_image_folder
+from pipeline.data.images import IMAGENET_MEAN, IMAGENET_STD, find_split_root, list_image_folder, prepare_image_folder
 from pipeline.data.presets import Preset
 
 
@@ -42,6 +42,16 @@ def obtain_image_folder(config: PaperConfig, target: Path, downloads: Path) -> P
     finally:
         shutil.rmtree(extracted, ignore_errors=True)
     return target
+
+
+def paper_views(scratch: tuple[int, int], pretrained: tuple[int, int]) -> dict[str, tuple]:
+    """The paper preset's two input transforms, from each arm's model (image size, channels): ``scratch``
+    squashed to the model size (seed 000); ``pretrained`` the weights' resize and centre crop, ImageNet
+    mean and std (torchvision's transform for its weights)."""
+    return {
+        "scratch": (*scratch, "resize", (0.0, 0.0, 0.0), (1.0, 1.0, 1.0)),
+        "pretrained": (*pretrained, "crop", IMAGENET_MEAN, IMAGENET_STD),
+    }
 
 
 def obtain(config: PaperConfig, raw: Path, downloads: Path) -> Path:

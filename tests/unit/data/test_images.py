@@ -25,10 +25,10 @@ from pipeline.data.images import (
     decode_image,
     list_image_folder,
     load_split,
-    paper_views,
     prepare_image_folder,
 )
 from pipeline.data.presets.fashion_mnist import prepare_offline, read_idx
+from pipeline.data.presets.image_folder import paper_views
 
 # --- data ------------------------------------------------------------------------------------
 
@@ -369,7 +369,7 @@ def test_prepare_decodes_one_image_at_a_time_into_each_split_and_writes_the_same
         return image
 
     monkeypatch.setattr(data, "decode_image", counted)
-    views = data.paper_views((16, 3), (24, 3))
+    views = paper_views((16, 3), (24, 3))
     result = data.prepare_image_folder(tmp_path / "in", tmp_path / "out", views, 10**6, 1)
     assert most[0] == 1  # never two decoded images alive at once
     assert result["counts"] == {"train": 6, "val": 2, "test": 4}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.results.stats import spread
+from pipeline.results.stats import paired_difference, spread
 
 
 def test_spread_reports_mean_sample_std_and_seeds():
@@ -37,3 +37,40 @@ def test_curve_comparisons_pair_every_stated_pair_at_every_shared_size():
     result = curve_comparisons(curve)
     assert set(result) == {f"{a}-{b}" for a, b in COMPARISONS}
     assert all(set(by_size) == {"10", "25"} and by_size["10"]["mean"] == 0 for by_size in result.values())
+
+
+def test_the_p_value_is_below_005_exactly_where_the_95_interval_excludes_zero():
+    from pipeline.results.stats import paired_p_value
+
+    for differences in ([0.01, 0.03, 0.02, 0.04, 0.0], [0.05, -0.01, 0.02, 0.0, 0.03], [-0.02, -0.03, -0.01, -0.025]):
+        interval = paired_difference(differences, [0.0] * len(differences))
+        assert (paired_p_value(differences) < 0.05) == (interval["verdict"] != "level")
+    assert paired_p_value([0.1]) == 1.0 and paired_p_value([0.0, 0.0]) == 1.0 and paired_p_value([0.2, 0.2]) == 0.0
+
+
+def test_holm_keeps_a_clear_difference_and_drops_one_that_only_passes_alone():
+    from pipeline.results.stats import holm_verdicts, paired_p_value, with_holm
+
+    clear, borderline = [0.10, 0.11, 0.09, 0.10, 0.12], [0.03, 0.005, 0.02, 0.04, 0.015]
+    assert paired_p_value(borderline) < 0.05  # nominally ahead on its own
+    noise = {str(n): paired_difference([0.01 * ((n * 7) % 5 - 2)] * 2 + [0.0] * 3, [0.0] * 5) for n in range(10)}
+    family = {"a-b": {"1": paired_difference(clear, [0.0] * 5), "2": paired_difference(borderline, [0.0] * 5)},
+              "c-d": noise}  # fmt: skip
+    verdicts = holm_verdicts(family)
+    assert verdicts["a-b"] == {"1": "ahead", "2": "level"}  # 12 comparisons: 0.05 / 11 is below its p
+    assert holm_verdicts({"a-b": {"2": family["a-b"]["2"]}}) == {"a-b": {"2": "ahead"}}  # alone, it stands
+    cell = with_holm(family)["a-b"]["2"]
+    assert cell["holm"] == "level" and cell["verdict"] == "ahead" and cell["p"] == paired_p_value(borderline)
+
+
+def test_holm_on_the_committed_curve_keeps_15_of_its_29_nominal_verdicts():
+    """The count an outside review found by hand (issue 37): 29 of 40 nominally ahead or behind, 15 after Holm."""
+    import json
+    from pathlib import Path
+
+    from pipeline.results.stats import holm_verdicts
+
+    curve = json.loads((Path(__file__).resolve().parents[3] / "metrics/comparisons.json").read_text())["curve"]
+    nominal = sum(v["verdict"] != "level" for by_size in curve.values() for v in by_size.values())
+    kept = sum(v != "level" for by_size in holm_verdicts(curve).values() for v in by_size.values())
+    assert (sum(len(by_size) for by_size in curve.values()), nominal, kept) == (40, 29, 15)
