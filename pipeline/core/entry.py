@@ -131,6 +131,42 @@ def _stop_on_signals() -> None:
         signal.signal(signal.SIGTERM, stop)
 
 
+def _one_line(error: BaseException, stage: str, seconds: float) -> tuple[str | None, int]:
+    """The one line and exit status a stage ends with for ``error``, or (None, 0) where the traceback is the
+    message: a bug, or any error under ``PIPELINE_DEBUG=1`` but a polite stop."""
+    import signal
+
+    if isinstance(error, KeyboardInterrupt):
+        signum = error.signum if isinstance(error, Stopped) else signal.SIGINT
+        return (
+            f"stage {stage} stopped by {signal.Signals(signum).name} after {seconds:.1f} s; nothing half-written was "
+            "kept (each output is renamed into place only once whole) and its MLflow runs are marked KILLED. Rerun "
+            "it (or `dvc repro`) to finish",
+            128 + signum,
+        )
+    if os.environ.get("PIPELINE_DEBUG"):
+        return None, 0
+    if isinstance(error, UserError):
+        return redact(f"error in stage {stage}: {error}"), 1
+    if isinstance(error, OSError) and error.errno in _STORAGE_ERRNOS:
+        where = f" at {error.filename}" if error.filename else ""
+        return (
+            f"error in stage {stage}: {error.strerror}{where}; free disk space or fix the folder's permissions, then "
+            "rerun (every output is written to a temporary file and renamed, so earlier results are intact)",
+            1,
+        )
+    if isinstance(error, Exception) and _peer_failure(error):
+        rank = os.environ.get("RANK", "?")
+        first_line = (redact(str(error)).splitlines() or [""])[0][:160]
+        return (
+            f"error in stage {stage} (rank {rank} of {os.environ.get('WORLD_SIZE')}): another process of this torchrun "
+            f"job stopped ({type(error).__name__}: {first_line}); no output was written (rank 0 writes only at the "
+            "end, atomically). Rerun the stage",
+            1,
+        )
+    return None, 0
+
+
 def stage_main(main: Callable[[], None]) -> Callable[[], None]:
     """Wraps a stage's ``main``: sets up its log (:mod:`pipeline.core.logs`), and a :class:`UserError` prints one line
     (whatever the log level) and exits with status 1. SIGTERM or SIGINT stops it in one line, with status
@@ -156,44 +192,12 @@ def stage_main(main: Callable[[], None]) -> Callable[[], None]:
                     main()
             else:  # a tool (predict, compare): reads only, may run many at once
                 main()
-        except UserError as error:
-            if os.environ.get("PIPELINE_DEBUG"):
+        except (KeyboardInterrupt, Exception) as error:  # SystemExit passes: argparse and main() say their own
+            line, status = _one_line(error, stage, time.perf_counter() - started)
+            if line is None:
                 raise
-            print(redact(f"error in stage {stage}: {error}"), file=sys.stderr)
-            raise SystemExit(1) from None
-        except KeyboardInterrupt as stop:
-            import signal
-
-            signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
-            print(
-                f"stage {stage} stopped by {signal.Signals(signum).name} after {time.perf_counter() - started:.1f} s; "
-                "nothing half-written was kept (each output is renamed into place only once whole) and its MLflow "
-                "runs are marked KILLED. Rerun it (or `dvc repro`) to finish",
-                file=sys.stderr,
-            )
-            raise SystemExit(128 + signum) from None
-        except OSError as error:
-            if os.environ.get("PIPELINE_DEBUG") or error.errno not in _STORAGE_ERRNOS:
-                raise
-            where = f" at {error.filename}" if error.filename else ""
-            print(
-                f"error in stage {stage}: {error.strerror}{where}; free disk space or fix the folder's permissions, "
-                "then rerun (every output is written to a temporary file and renamed, so earlier results are intact)",
-                file=sys.stderr,
-            )
-            raise SystemExit(1) from None
-        except Exception as error:
-            if os.environ.get("PIPELINE_DEBUG") or not _peer_failure(error):
-                raise
-            rank = os.environ.get("RANK", "?")
-            first_line = redact(str(error)).splitlines()[0][:160]
-            print(
-                f"error in stage {stage} (rank {rank} of {os.environ.get('WORLD_SIZE')}): another process of this "
-                f"torchrun job stopped ({type(error).__name__}: {first_line}); no output was "
-                "written (rank 0 writes only at the end, atomically). Rerun the stage",
-                file=sys.stderr,
-            )
-            raise SystemExit(1) from None
+            print(line, file=sys.stderr)
+            raise SystemExit(status) from None
         _leave_process_group()
         logging.getLogger("pipeline.stages").info(f"stage {stage} finished in {time.perf_counter() - started:.1f} s")
 

@@ -18,20 +18,16 @@ from pipeline.core.entry import stage_main, tool_parser
 from pipeline.core.errors import UserError
 from pipeline.core.files import read_json, write_text
 from pipeline.results.report_tables import (
-    SECOND_RUNS,
     ablation_table,
-    answer,
     backbone_data_table,
-    comparisons_table,
     curve_table,
     grid_edges_table,
     precision_table,
     pretraining_table,
-    readings,
     results_table,
     runs_table,
-    verdict_table,
 )
+from pipeline.results.verdicts import SECOND_RUNS, answer, comparisons_table, readings, verdict_table
 
 
 def read_metrics(name: str) -> dict:

@@ -26,21 +26,29 @@ def test_non_finite_loss_stops_training_with_epoch_step_and_cause(project, uncha
     assert re.search(r"became (nan|inf)", line) and "Lower the lr" in line
 
 
-def test_training_killed_mid_run_then_rerun_matches_an_uninterrupted_run(project):
-    repo = project.repo
-    before = {p: digest_tree(repo / p) for p in TRAINING_OUTPUTS}
-    baseline_state = torch.load(repo / "models/scratch/seed_0.pt", weights_only=True)
-    with project.params(train_scratch={"paper": {"epochs": 4}}):  # long enough to be killed after its first epoch
+def signal_after_first_epoch(project, signum: int) -> tuple[subprocess.Popen, str]:
+    """Runs train_scratch for 4 epochs (long enough to stop after its first), sends ``signum`` once it logs its
+    first epoch, and returns the ended process and what it printed after that line."""
+    with project.params(train_scratch={"paper": {"epochs": 4}}):
         process = subprocess.Popen(  # its log lines go to stderr, read here with stdout
             [sys.executable, "-m", "pipeline.stages.train_scratch"],
-            cwd=repo, env=project.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            cwd=project.repo, env=project.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
         for line in process.stdout:
             if "epoch 1:" in line:
                 break
-        process.send_signal(signal.SIGKILL)
+        process.send_signal(signum)
+        rest = process.stdout.read()
         process.wait()
         process.stdout.close()
+    return process, rest
+
+
+def test_training_killed_mid_run_then_rerun_matches_an_uninterrupted_run(project):
+    repo = project.repo
+    before = {p: digest_tree(repo / p) for p in TRAINING_OUTPUTS}
+    baseline_state = torch.load(repo / "models/scratch/seed_0.pt", weights_only=True)
+    process, _ = signal_after_first_epoch(project, signal.SIGKILL)
     assert process.returncode == -signal.SIGKILL
     assert {p: digest_tree(repo / p) for p in TRAINING_OUTPUTS} == before  # the killed run replaced nothing
     # What a kill during a checkpoint write leaves: the dead process's temporary file inside the output folder.
@@ -59,18 +67,7 @@ def test_a_stage_stopped_politely_says_so_in_one_line_keeps_its_outputs_and_mark
     repo = project.repo
     before = {p: digest_tree(repo / p) for p in TRAINING_OUTPUTS}
     started_ms = int(time.time() * 1000)
-    with project.params(train_scratch={"paper": {"epochs": 4}}):
-        process = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.stages.train_scratch"],
-            cwd=repo, env=project.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
-        for line in process.stdout:
-            if "epoch 1:" in line:
-                break
-        process.send_signal(signum)
-        rest = process.stdout.read()
-        process.wait()
-        process.stdout.close()
+    process, rest = signal_after_first_epoch(project, signum)
     assert process.returncode == 128 + signum, rest[-3000:]
     assert "Traceback" not in rest
     (said,) = [line for line in rest.splitlines() if "stopped by" in line]

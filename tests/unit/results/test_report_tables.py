@@ -51,45 +51,6 @@ def test_ablation_table_keeps_the_variant_order_and_shows_the_weights_shrinking(
     assert rows[3].endswith("| 0.0600 -> 0.00080 | 0.0624 -> 0.00079 |")
 
 
-def test_readings_group_the_sizes_by_verdict():
-    from pipeline.results.report_tables import readings
-
-    d = {"mean": 0.05, "low": 0.01, "high": 0.09, "verdict": "ahead"}
-    level = {"mean": 0.01, "low": -0.02, "high": 0.04, "verdict": "level"}
-    line = readings({"curve": {"linear-scratch": {"10": d, "75": level, "25": d}}})
-    assert line == (
-        "- **pretrained ViT, frozen + linear head** against **ViT from scratch**: ahead at 10 (+0.050 "
-        "[+0.010, +0.090]), 25 (+0.050 [+0.010, +0.090]); level at 75 (+0.010 [-0.020, +0.040]) per class."
-    )
-
-
-def test_readings_name_each_second_run_whose_verdict_differs():
-    from pipeline.results.report_tables import readings
-
-    ahead = {"mean": 0.05, "low": 0.01, "high": 0.09, "verdict": "ahead"}
-    level = {"mean": 0.01, "low": -0.02, "high": 0.04, "verdict": "level"}
-
-    def second_run(verdict: str, reference: dict = ahead) -> dict:
-        return {
-            "comparisons": {"10": {"linear-scratch": {"reference": reference, "other": level | {"verdict": verdict}}}}
-        }
-
-    line = readings(
-        {"curve": {"linear-scratch": {"10": ahead, "25": level}}},
-        {
-            "the fp32 rerun": second_run("level"),
-            "the Zen 4 rerun": second_run("ahead"),  # the same verdict
-            "a short rerun": {"comparisons": {}},  # no such size
-            "an old rerun": second_run("behind", reference=ahead | {"mean": 0.06}),  # compared with other results
-        },
-    )
-    assert (
-        "ahead at 10 (+0.050 [+0.010, +0.090]; *level* in the fp32 rerun); level at 25 (+0.010 [-0.020, +0.040])"
-        in line
-    )
-    assert "Zen 4" not in line and "short" not in line and "old" not in line
-
-
 def test_precision_table_adds_the_pretraining_axis_and_the_means_of_a_full_second_run():
     from pipeline.results.report_tables import precision_table
 

@@ -1,0 +1,134 @@
+"""The README's and docs' readings of the comparisons: each pair's verdicts in a sentence, every comparison in one
+row with Holm's verdict and the second runs', and the README's first screen (:func:`answer`)."""
+
+from __future__ import annotations
+
+from pipeline.core.arm_registry import REGISTRY
+from pipeline.results.report_tables import signed
+
+
+def comparisons_table(comparisons: dict) -> str:
+    """Every stated comparison at every size: the paired difference over seeds, its 95% t interval, the verdict
+    (ahead / behind where the interval excludes 0, level where it does not)."""
+    pairs = comparisons["curve"]
+    sizes = sorted({n for by_size in pairs.values() for n in by_size}, key=int)
+    lines = [
+        "| A - B (paired by seed) | " + " | ".join(f"{n} per class" for n in sizes) + " |",
+        "|---" * (len(sizes) + 1) + "|",
+    ]
+    for pair, by_size in pairs.items():
+        a, b = pair.split("-")
+        cells = []
+        for n in sizes:
+            d = by_size.get(n)
+            cells.append("" if d is None else f"{signed(d['mean'])} [{signed(d['low'])}, {signed(d['high'])}] "
+                                              f"{d['verdict']}")  # fmt: skip
+        lines.append(f"| {REGISTRY[a].label} - {REGISTRY[b].label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# The second runs of the curve (docs/reproducibility.md): their comparison files and how a reading names them.
+SECOND_RUNS = {"precision_change.json": "the fp32 rerun", "precision_change_zen4.json": "the Zen 4 rerun"}
+
+
+def verdicts_elsewhere(pair: str, n: str, shown: dict, second_runs: dict[str, dict]) -> str:
+    """Each second run's verdict on ``pair`` at ``n`` where it is not the ``shown`` comparison's: "; *level* in
+    the fp32 rerun". A second run compared with other results than these (after a rerun here) names none."""
+    found = [(name, change["comparisons"].get(n, {}).get(pair)) for name, change in second_runs.items()]
+    moved = [
+        (name, c["other"]["verdict"])
+        for name, c in found
+        if c and c["reference"]["mean"] == shown["mean"] and c["other"]["verdict"] != shown["verdict"]
+    ]
+    return "".join(f"; *{verdict}* in {name}" for name, verdict in moved)
+
+
+def readings(comparisons: dict, second_runs: dict[str, dict] | None = None) -> str:
+    """One generated sentence per stated comparison: at which sizes A is ahead of, level with or behind B (95%
+    paired t interval over the seeds), with the difference at each size, and the verdict of each second run
+    (``second_runs``: a name for each precision_change file) where it differs. Hand-written prose cites these
+    rather than numbers of its own."""
+    lines = []
+    for pair, by_size in comparisons["curve"].items():
+        a, b = pair.split("-")
+        groups: dict[str, list[str]] = {"ahead": [], "level": [], "behind": []}
+        for n in sorted(by_size, key=int):
+            d = by_size[n]
+            elsewhere = verdicts_elsewhere(pair, n, d, second_runs or {})
+            groups[d["verdict"]].append(
+                f"{n} ({signed(d['mean'])} [{signed(d['low'])}, {signed(d['high'])}]{elsewhere})"
+            )
+        parts = [f"{verdict} at {', '.join(sizes)}" for verdict, sizes in groups.items() if sizes]
+        lines.append(f"- **{REGISTRY[a].label}** against **{REGISTRY[b].label}**: " + "; ".join(parts) + " per class.")
+    return "\n".join(lines)
+
+
+def _cells(comparisons: dict):
+    for pair, by_size in comparisons["curve"].items():
+        for n in sorted(by_size, key=int):
+            yield pair, n, by_size[n]
+
+
+def _by_pair(cells: list[tuple[str, str, dict]]) -> str:
+    """``small ResNet from scratch ahead of ViT from scratch at 75, 250 per class; ...``"""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for pair, n, d in cells:
+        grouped.setdefault((pair, d["verdict"]), []).append(n)
+    phrases = []
+    for (pair, verdict), sizes in grouped.items():
+        a, b = pair.split("-")
+        relation = "ahead of" if verdict == "ahead" else "behind"
+        phrases.append(f"{REGISTRY[a].label} {relation} {REGISTRY[b].label} at {', '.join(sizes)}")
+    return "; ".join(phrases) + " per class" if phrases else "none"
+
+
+def answer(evaluate: dict, curve: dict, comparisons: dict, second_runs: dict[str, dict]) -> str:
+    """The README's first screen: what the committed run says, each sentence's numbers from the committed files.
+    A verdict *holds* where its 95% interval excludes zero, Holm's step-down over every comparison keeps it, and
+    no second run reached another verdict at that size; it is *unsettled* where one of those fails."""
+    cells = list(_cells(comparisons))
+    nominal = [(p, n, d) for p, n, d in cells if d["verdict"] != "level"]
+    moved = {(p, n) for p, n, d in cells if verdicts_elsewhere(p, n, d, second_runs)}
+    holds = [(p, n, d) for p, n, d in nominal if d.get("holm", d["verdict"]) != "level" and (p, n) not in moved]
+    unsettled = [(p, n, d) for p, n, d in nominal if (p, n, d) not in holds]
+    scratch, linear = evaluate["scratch"], evaluate["linear"]
+    sizes = sorted(curve["scratch"], key=int)
+    low, high = curve["scratch"][sizes[0]]["mean"], curve["scratch"][sizes[-1]]["mean"]
+    n = str(evaluate["protocol"]["n_train_per_class"])
+    headline = {pair: comparisons["curve"][pair][n] for pair in ("linear-scratch", "finetune-scratch")}
+    pretrained = "; ".join(
+        f"{REGISTRY[pair.split('-')[0]].label}: {signed(d['mean'])} [{signed(d['low'])}, {signed(d['high'])}], "
+        f"{d['verdict']}"
+        + (f", {d['holm']} after Holm" if "holm" in d and d["holm"] != d["verdict"] else "")
+        + verdicts_elsewhere(pair, n, d, second_runs).replace("; ", ", ").replace("*", "")
+        for pair, d in headline.items()
+    )
+    lines = [
+        f"- **Seed 000 reproduces as it ran.** Its ViT from scratch scores {scratch['test_acc']['mean']:.3f} on "
+        f"{evaluate['n_test']} test images (one class for every image: collapse {scratch['collapse']:.2f}); "
+        f"the frozen pretrained ViT with a trained head {linear['test_acc']['mean']:.3f} ± "
+        f"{linear['test_acc']['std']:.3f}.",
+        f"- **It does not survive converged training.** Trained until its validation curve levels off, the ViT from "
+        f"scratch scores {low:.3f} at {sizes[0]} and {high:.3f} at {sizes[-1]} images per class (chance "
+        f"{evaluate['baselines']['chance']:.3f}), and pretraining this small backbone buys it little: against it "
+        f"at {n} per class, {pretrained} (paired by seed, 95% interval).",
+        f"- **What holds** ({len(holds)} of {len(cells)} comparisons: the interval excludes zero, Holm's correction "
+        f"over all {len(cells)} keeps it, and no second run disagrees): {_by_pair(holds)}.",
+        f"- **Unsettled** ({len(unsettled)} more are nominally ahead or behind, but fail Holm or moved in a second "
+        f"run): {_by_pair(unsettled)}. The rest are level.",
+    ]
+    return "\n".join(lines)
+
+
+def verdict_table(comparisons: dict, second_runs: dict[str, dict]) -> str:
+    """Every comparison at every size, one row each, to scan: the difference, its interval, the verdict, Holm's
+    verdict and each second run's where it differs."""
+    rows = ["| comparison | per class | difference | 95% interval | verdict | after Holm | second runs |",
+            "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for pair, n, d in _cells(comparisons):
+        a, b = pair.split("-")
+        elsewhere = verdicts_elsewhere(pair, n, d, second_runs).removeprefix("; ").replace("; ", ", ") or "same"
+        rows.append(f"| {REGISTRY[a].label} - {REGISTRY[b].label} | {n} | {signed(d['mean'])} | "
+                    f"[{signed(d['low'])}, {signed(d['high'])}] | {d['verdict']} | {d.get('holm', '')} | "
+                    f"{elsewhere} |")  # fmt: skip
+    return "\n".join(rows)
