@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 BIN := $(abspath $(VENV))/bin
 FASHION_MNIST := /usr/share/datasets/fashion-mnist
 
-.PHONY: install help data repro paper paper-20 ddp results results-write compare plots ui predict test test-unit lint format bench bench-efficiency bench-start gpu-check clean
+.PHONY: install help data repro paper paper-20 ddp results results-write compare plots ui predict test test-unit lint format bench bench-efficiency bench-start ui-check gpu-check clean
 
 install: $(VENV)/.installed ## the virtualenv .venv with the pinned dependencies and the vit-* commands
 
@@ -107,6 +107,12 @@ bench-efficiency: install ## GFLOP/s of every model's training step against the 
 
 bench-start: install ## seconds from a stage process's start to its first optimiser step (docs/benchmark.md)
 	$(PY) benchmarks/stage_start.py --reps 5
+
+# A real mlflow ui and headless Chromium (installed from Debian's packages when missing): does make ui's address
+# open the runs in the model-training workspace? Screenshots and DOMs in OUT (default: a temporary folder).
+OUT ?= $(shell mktemp -d)
+ui-check: install ## checks in headless Chromium that make ui's address opens the runs (screenshots in OUT)
+	$(PY) benchmarks/mlflow_ui_check.py --out $(OUT)
 
 # The CUDA paths in one command (benchmarks/gpu_check.py): throughput against torchvision, torchrun, the paper
 # preset's stages on B/16 with legacy-named weights, the tiny pipeline through dvc repro, a rerun for determinism.

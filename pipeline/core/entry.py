@@ -97,11 +97,19 @@ def one_run_at_a_time(stage: str, argv: list[str]) -> Iterator[None]:
                 f"another run of stage {stage} (pid {holder}) is writing this project's outputs (lock {path}); "
                 "wait for it to finish or stop it, then rerun"
             ) from None
+        left_by = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        if left_by:  # a run that ends clears its pid: this one was killed (SIGKILL, a crash, a lost machine)
+            logging.getLogger("pipeline.stages").info(
+                f"{stage}: taking over lock {path}, left by pid {left_by}, which stopped without releasing it"
+            )
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        yield
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)  # the next run then knows this one ended, however it ended
     finally:
-        os.close(fd)  # releases the lock; the file stays, empty of meaning once unlocked
+        os.close(fd)  # releases the lock; the file stays, empty once unlocked
 
 
 class Stopped(KeyboardInterrupt):

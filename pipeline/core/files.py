@@ -225,6 +225,25 @@ def read_input(path: Path) -> str:
     return text
 
 
+def read_csv_text(path: Path) -> str:
+    """:func:`read_input` of a CSV file whose rows all have the header's columns; a truncated or damaged one (a
+    short or long row, no header) is a one-line error naming it and the row."""
+    import csv
+    import io
+
+    text = read_input(path)
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows or not rows[0]:
+        raise UserError(f"{path} has no header row (empty or damaged); {_how_to_mend(path)}")
+    for number, row in enumerate(rows[1:], start=2):
+        if len(row) != len(rows[0]):
+            raise UserError(
+                f"{path} is truncated or damaged (line {number} has {len(row)} of its {len(rows[0])} columns); "
+                f"{_how_to_mend(path)}"
+            )
+    return text
+
+
 def read_json(path: Path) -> dict:
     """:func:`read_input` of a JSON file; a truncated or damaged one is a one-line error naming it."""
     text = read_input(path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pipeline.core import paths
 from pipeline.core.entry import stage_main
-from pipeline.core.files import read_input, read_json
+from pipeline.core.files import read_csv_text, read_json
 from pipeline.core.logs import stage_log as log
 from pipeline.results.figures import (
     plot_ablation,
@@ -24,9 +24,9 @@ def main() -> None:
     plt = pyplot()
     metrics = read_json(paths.METRICS / "evaluate.json")
     matrices = read_json(paths.CONFUSION / "matrices.json")
-    histories = {arm: read_history(read_input(paths.HISTORY / f"{arm}_seeds.csv")) for arm in paths.HEADLINE_VIEWS}
+    histories = {arm: read_history(read_csv_text(paths.HISTORY / f"{arm}_seeds.csv")) for arm in paths.HEADLINE_VIEWS}
     ablation = read_json(paths.METRICS / "ablation.json")
-    series = read_epochs_csv(read_input(paths.PLOTS / "ablation.csv"))
+    series = read_epochs_csv(read_csv_text(paths.PLOTS / "ablation.csv"))
     plot_curves(plt, histories, metrics["baselines"])
     plot_confusion(plt, matrices)
     plot_comparison(plt, metrics)

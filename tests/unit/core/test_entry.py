@@ -93,3 +93,32 @@ def test_the_lock_is_per_stage_and_item_and_skipped_on_other_ranks(tmp_path, mon
             one_run_at_a_time("sweep", ["scratch", "0"]),
         ):
             pass
+
+
+def test_a_lock_left_by_a_killed_run_is_taken_over_in_one_line_and_a_finished_run_leaves_none(
+    tmp_path, monkeypatch, caplog
+):
+    import logging
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from pipeline.core.entry import LOCKS, one_run_at_a_time
+
+    repo = Path(__file__).resolve().parents[3]
+    monkeypatch.chdir(tmp_path)
+    env = {"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"}
+    killed = subprocess.Popen([sys.executable, "-c", HOLD_LOCK], cwd=tmp_path, env=env, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert killed.stdout.readline() == "holding\n"
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(timeout=60)
+    with caplog.at_level(logging.INFO, logger="pipeline.stages"), one_run_at_a_time("summary", []):
+        pass
+    assert f"summary: taking over lock {LOCKS / 'summary.lock'}, left by pid {killed.pid}, which stopped" in caplog.text
+    assert (LOCKS / "summary.lock").read_text() == ""  # this run ended: the next one takes over nothing
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="pipeline.stages"), one_run_at_a_time("summary", []):
+        pass
+    assert "taking over" not in caplog.text

@@ -156,3 +156,23 @@ def test_marker_like_text_inside_a_value_is_no_merge(tmp_path):
     path = tmp_path / "note.json"
     path.write_text('{"note": "<<<<<<< quoted, not at a line start",\n "end": ">>>>>>> neither"}')
     assert files.read_json(path)["note"].startswith("<<<<<<<")
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ("epoch,train_loss\n1,0.9\n2,0.", None),  # cut mid-number: still two columns, read as written
+        ("epoch,train_loss\n1,0.9\n2", r"is truncated or damaged \(line 3 has 1 of its 2 columns\)"),
+        ("", r"has no header row"),
+    ],
+    ids=["cut-mid-value", "cut-mid-row", "empty"],
+)
+def test_a_truncated_csv_input_is_one_line_naming_the_file_and_the_row(tmp_path, content, problem):
+    path = tmp_path / "plots" / "history" / "scratch_seeds.csv"
+    path.parent.mkdir(parents=True)
+    path.write_text(content)
+    if problem is None:
+        assert files.read_csv_text(path) == content
+        return
+    with pytest.raises(UserError, match=re.escape(str(path)) + " " + problem):
+        files.read_csv_text(path)
