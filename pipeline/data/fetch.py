@@ -103,16 +103,20 @@ def download(
                  max_bytes=max_bytes, deadline_s=deadline_s)  # fmt: skip
         actual = file_sha256(tmp)
         if not actual.startswith(expected):
-            wanted = expected if len(expected) == 64 else f"a hash starting with {expected}"
-            raise UserError(
-                f"sha256 mismatch for {url}: expected {wanted}, got {actual} ({tmp.stat().st_size:,} bytes "
-                f"downloaded); nothing was saved. If the file changed upstream and you trust it, check it yourself "
-                f"(e.g. `sha256sum FILE`) and set the new hash in params.yaml"
-            )
+            raise _mismatch(url, expected, actual, tmp.stat().st_size)
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
     return dest
+
+
+def _mismatch(url: str, expected: str, actual: str, size: int) -> UserError:
+    wanted = expected if len(expected) == 64 else f"a hash starting with {expected}"
+    return UserError(
+        f"sha256 mismatch for {url}: expected {wanted}, got {actual} ({size:,} bytes "
+        f"downloaded); nothing was saved. If the file changed upstream and you trust it, check it yourself "
+        f"(e.g. `sha256sum FILE`) and set the new hash in params.yaml"
+    )
 
 
 def _check_sha256(sha256: str) -> str:

@@ -218,6 +218,22 @@ def _to_mode(image, target: str):
     return image if image.mode == target else image.convert(target)
 
 
+def _check_header(path: Path, width: int, height: int, max_pixels: int) -> None:
+    """Refuses an image from its header's size: over ``max_pixels``, or too far from square to resize."""
+    if width * height > max_pixels:
+        raise ImageTooLargeError(
+            f"{path} is {width}x{height} = {width * height:,} pixels, over the cap of {max_pixels:,} "
+            "(images.max_pixels in params.yaml); remove the file or shrink it, or raise the cap if you "
+            "trust it"
+        )
+    if max(width, height) > MAX_ASPECT_RATIO * min(width, height):
+        raise ImageShapeError(
+            f"{path} is {width}x{height}, one side over {MAX_ASPECT_RATIO} times the other (the most "
+            f"resizing to a square accepts, pipeline.data.images.MAX_ASPECT_RATIO); crop it to a less extreme "
+            "shape or remove it"
+        )
+
+
 def decode_image(path: Path, size: int, mode: str, channels: int, max_pixels: int) -> torch.Tensor:
     """Decodes one image file to uint8 (C, size, size).
 
@@ -248,19 +264,7 @@ def decode_image(path: Path, size: int, mode: str, channels: int, max_pixels: in
     try:
         Image.MAX_IMAGE_PIXELS = None  # our own cap below replaces PIL's, so the message is ours
         with Image.open(path, formats=IMAGE_FORMATS) as image:  # reads the header only
-            width, height = image.size
-            if width * height > max_pixels:
-                raise ImageTooLargeError(
-                    f"{path} is {width}x{height} = {width * height:,} pixels, over the cap of {max_pixels:,} "
-                    "(images.max_pixels in params.yaml); remove the file or shrink it, or raise the cap if you "
-                    "trust it"
-                )
-            if max(width, height) > MAX_ASPECT_RATIO * min(width, height):
-                raise ImageShapeError(
-                    f"{path} is {width}x{height}, one side over {MAX_ASPECT_RATIO} times the other (the most "
-                    f"resizing to a square accepts, pipeline.data.images.MAX_ASPECT_RATIO); crop it to a less extreme "
-                    "shape or remove it"
-                )
+            _check_header(path, *image.size, max_pixels)
             frames = getattr(image, "n_frames", 1)
             if frames > 1:
                 print(f"note: {path} is animated ({frames} frames); using its first frame", file=sys.stderr)

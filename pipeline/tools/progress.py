@@ -200,7 +200,8 @@ def plan_line(progress: Progress, source: str, why_not: str) -> str:
     left = seconds_left(progress, progress.started)
     estimate = f"about {left[0] / 60:.0f} min by {source}, rescaled as stages finish" if left else source
     unmeasured = f" ({left[1]} unmeasured)" if left and left[1] else ""
-    return f"[plan] {len(progress.plan.stages)} stages, {len(progress.plan.to_run)} to run: {estimate}{unmeasured}"
+    total = len(progress.plan.stages)
+    return f"[plan] {total} stage{'s' * (total != 1)}, {len(progress.plan.to_run)} to run: {estimate}{unmeasured}"
 
 
 def end_line(progress: Progress, status: int, now: float) -> str:
