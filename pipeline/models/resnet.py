@@ -57,7 +57,7 @@ def small_resnet(in_channels: int, num_classes: int, widths: tuple[int, ...] = (
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
     # Channels-last weights: oneDNN then runs every convolution (and its batch norm) in NHWC, whatever the layout
-    # of the input: a training step 1.06x faster in fp32 and 1.17x in bf16 on a CPU (docs/benchmark.md). Not
+    # of the input, faster on a CPU in either precision (docs/benchmark.md). Not
     # below 8 channels: there, with torch 2.14.1 on an AVX2-only CPU, the backward pass of a strided 1x1
     # convolution in NHWC writes past its buffer (a crash, or a hang in the next parallel region).
     if min(widths) < NHWC_MIN_CHANNELS:

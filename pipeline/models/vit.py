@@ -141,8 +141,8 @@ class SelfAttention(nn.Module):
         qkv = F.linear(x, self.in_proj_weight, self.in_proj_bias)
         q, k, v = qkv.view(batch, tokens, 3, self.num_heads, head_dim).permute(2, 0, 3, 1, 4)
         dropout_p = self.attention_dropout if self.training else 0.0
-        # PyTorch's fused CPU kernel is 3-8x slower than the plain product in bf16 (measured on
-        # 2 cores, torch 2.14: B/16 forward+backward 116 ms vs 45 ms per layer), so it is skipped there.
+        # PyTorch's fused CPU kernel is several times slower than the plain product in bf16 (docs/benchmark.md),
+        # so it is skipped there.
         spelled_out = need_weights or (q.dtype == torch.bfloat16 and q.device.type == "cpu")
         if spelled_out:
             # softmax(q k^T / sqrt(D/h)): (B, h, N, N)

@@ -4,6 +4,8 @@ timestamp, so reruns give the same bytes). The attention maps, drawn from a mode
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 
 from pipeline.core import paths
@@ -178,8 +180,8 @@ def plot_data_hunger(metrics: dict, arms, title: str) -> None:
     axis.plot(x, [base[n]["majority"] for n in sizes], "--", color="black", alpha=0.6, label="majority class")
     axis.axhline(base[sizes[0]]["chance"], color="grey", linestyle=":", label="chance")
     axis.set_xscale("log")
-    axis.set(xlabel="training images per class (log scale)", ylabel="test accuracy (per image)", ylim=(0, 1.02),
-             title=title)  # fmt: skip
+    axis.set(xlabel="training images per class (log scale)", ylabel="test accuracy (per image)", ylim=(0, 1.02))
+    axis.set_title(textwrap.fill(title, 75), fontsize=10)  # the README's figure: its title fits its width
     axis.legend(fontsize=8, loc="lower right")
     save(figure, "data_hunger.png")
     plt.close(figure)

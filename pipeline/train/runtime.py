@@ -136,10 +136,9 @@ def _probe_key(reps: int) -> str:
 def probe_step(precision: str, batch_size: int = PROBE_BATCH):
     """A closure that runs one training step (AdamW) at ``batch_size`` of the offline ViT (``pipeline.models.vit``'s
     ``fmnist`` preset: 28 px, patch 7, 6 layers, width 128, 4 heads, MLP 512: 17 tokens), the model the sweeps
-    train most. It was torchvision's ViT at the same sizes, to spare the stages a dependency on
-    ``pipeline/models/vit.py``; but torchvision's attention runs PyTorch's fused kernel, whose bf16 backward took 55% of
-    its step on one Sapphire Rapids and made bf16 read 0.68x there, while our ViT (explicit attention under bf16)
-    ran 1.43x faster in bf16 on the same machine (metrics/repro_time.json, ``same_machine_bf16_check``)."""
+    train most. Not torchvision's ViT: its attention runs PyTorch's fused kernel, whose slow bf16 backward made
+    bf16 look slower than fp32 on a machine where our ViT (explicit attention under bf16) runs faster in bf16
+    (docs/reproducibility.md; metrics/repro_time.json, ``same_machine_bf16_check``)."""
     from pipeline.models.vit import ViT, vit_config
 
     generator = torch.Generator().manual_seed(0)
@@ -164,10 +163,9 @@ def measure_bf16_step_speedup(reps: int, warmup: int = 2) -> float:
     """fp32 over bf16 time of the probe's fastest step, the two precisions timed in alternation.
 
     The fastest of ``reps`` steps, not their median: another process on the same cores (a test worker, a second
-    stage) lengthens some steps of either precision by up to 10x, and the median follows it (our ViT's step read
-    1.38x then 0.53x beside a test worker, 1.42x idle), while a step's shortest time is the one it gets when the
-    cores are its own (1.52x, 1.53x, 1.53x in three probes beside a training process, whose medians read 2.28x,
-    1.77x and 1.96x)."""
+    stage) lengthens some steps of either precision by up to 10x, and the median follows it, while a step's
+    shortest time is the one it gets when the cores are its own (the readings behind this choice are in
+    docs/reproducibility.md)."""
     seconds: dict[str, list[float]] = {"fp32": [], "bf16": []}
     # the probe's model draws its weights from torch's generator: a stage's draws must not depend on whether
     # the answer came from the cache

@@ -11,6 +11,7 @@ import csv
 import hashlib
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -130,8 +131,25 @@ def paper_repo(tmp_path_factory, server):
     run(["dvc", "config", "core.analytics", "false"], repo, env)
     run(["git", "add", "-A"], repo, env)
     run(["git", "commit", "-qm", "project"], repo, env)
-    output = run(["dvc", "repro"], repo, env)
+    output = run([sys.executable, "-m", "pipeline.tools.progress"], repo, env)  # what make repro runs: dvc repro
     return repo, env, output
+
+
+def test_make_repros_progress_numbers_every_stage_of_the_run_in_order_out_of_its_total(paper_repo):
+    """pipeline.tools.progress around the real dvc repro: a plan line with the total, "[stage k/N] name" as DVC
+    starts each stage (k counting up, N the plan's), a closing line; the copy has no repro_time.json, so the
+    time left is unknown and the lines say so rather than invent one."""
+    _, _, output = paper_repo
+    lines = output.splitlines()
+    (plan,) = [line for line in lines if line.startswith("[plan] ")]
+    total = int(re.match(r"\[plan\] (\d+) stages, \1 to run", plan)[1])
+    started = [re.match(r"\[stage (\d+)/(\d+)\] (\S+)", line) for line in lines if line.startswith("[stage ")]
+    ran = [
+        line.removeprefix("Running stage '").removesuffix("':") for line in lines if line.startswith("Running stage")
+    ]
+    assert [m[3] for m in started] == ran and len(ran) == total == len(STAGES) + len(SWEEP_STAGES) + 1  # + summary
+    assert [int(m[1]) for m in started] == list(range(1, total + 1)) and {int(m[2]) for m in started} == {total}
+    assert lines[-1].startswith(f"[done] {total}/{total} stages in ")
 
 
 def test_repro_runs_every_stage_and_writes_documented_metrics(paper_repo):
