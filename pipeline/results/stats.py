@@ -97,11 +97,12 @@ def holm_verdicts(comparisons: dict[str, dict[str, dict]], alpha: float = 0.05) 
     sorted ascending, the k-th (from 0) rejected while it is at most ``alpha / (m - k)``, and none after the
     first that is not. A rejected comparison keeps its direction (``ahead`` or ``behind``); the rest read
     ``level``. ``{"a-b": {n: verdict}}`` in the shape of :func:`curve_comparisons`."""
-    cells = [(pair, n, value) for pair, by_size in comparisons.items() for n, value in by_size.items()]
-    ordered = sorted(cells, key=lambda cell: paired_p_value(cell[2]["per_seed"]))
+    cells = [(paired_p_value(value["per_seed"]), pair, n, value) for pair, by_size in comparisons.items()
+             for n, value in by_size.items()]  # fmt: skip
+    ordered = sorted(cells, key=lambda cell: cell[0])  # stable: ties keep the comparisons' order
     verdicts = {pair: dict.fromkeys(by_size, "level") for pair, by_size in comparisons.items()}
-    for k, (pair, n, value) in enumerate(ordered):
-        if paired_p_value(value["per_seed"]) > alpha / (len(ordered) - k):
+    for k, (p, pair, n, value) in enumerate(ordered):
+        if p > alpha / (len(ordered) - k):
             break
         verdicts[pair][n] = "ahead" if value["mean"] > 0 else "behind"
     return verdicts
