@@ -51,7 +51,7 @@ from pathlib import Path
 import torch
 import torchvision
 from bench_vit import build_models
-from tiny_outputs import reproduce, write_fixture
+from tiny_outputs import reproduce
 
 from pipeline.core.files import load_tensors, read_json
 from pipeline.train.runtime import Runtime, cpu_capability, cpu_name, cpuinfo_flags
@@ -59,6 +59,7 @@ from pipeline.train.runtime import Runtime, cpu_capability, cpu_name, cpuinfo_fl
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from project_copy import clean_env, copy_project, set_params  # noqa: E402
+from tiny_offline import write_fixture  # noqa: E402
 
 METRICS_JSON = REPO / "metrics" / "gpu_check.json"
 # The CPU features that decide speed and bf16 (x86, then arm64), of the hundred /proc/cpuinfo lists.

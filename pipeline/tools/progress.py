@@ -43,7 +43,7 @@ from typing import BinaryIO
 
 from pipeline.core.entry import stage_main, tool_parser
 from pipeline.core.errors import UserError
-from pipeline.core.params_yaml import load_params
+from pipeline.core.params_yaml import PARAMS_FILE, load_params
 from pipeline.core.paths import METRICS
 from pipeline.results.repro_plan import (
     Event,
@@ -347,6 +347,8 @@ def main() -> None:
     selection = read_selection(dvc_args)
     if selection is not None and selection.interactive:
         raise UserError("dvc repro -i asks for input, which this tool does not pass on: run dvc repro -i itself")
+    if PARAMS_FILE.is_file():  # DVC's own reading of a key given twice says only "structure is corrupted"
+        load_params()
     dvc = find_dvc()
     plan, why_not = read_plan(dvc, selection)
     times = json.loads(TIMES.read_text()) if TIMES.is_file() else {}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from helpers import DOT
-from project_copy import clean_env
+from project_copy import REPO, clean_env
 
 from pipeline.tools.progress import (
     Display,
@@ -181,3 +181,16 @@ def test_interactive_repro_is_refused_in_one_line(args, tmp_path):
                             capture_output=True, text=True, timeout=300)  # fmt: skip
     assert result.returncode == 1
     assert result.stderr.strip().startswith("error in stage progress: dvc repro -i asks for input")
+
+
+def test_a_params_file_a_stage_would_refuse_stops_the_run_before_dvc_in_one_line(tmp_path):
+    """DVC reads a key given twice as 'YAML file structure is corrupted'; the tool names the key and its line
+    before dvc starts a stage."""
+    env = fake_dvc(tmp_path, "print('fake dvc ran', flush=True)")
+    text = (REPO / "params.yaml").read_text()
+    (tmp_path / "params.yaml").write_text(text.replace("\nseeds:", "\nseeds: [7]\nseeds:", 1))
+    result = subprocess.run([sys.executable, "-m", "pipeline.tools.progress"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 1 and "fake dvc ran" not in result.stdout
+    (line,) = result.stderr.strip().splitlines()
+    assert "seeds is given twice" in line and "line " in line
