@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 BIN := $(abspath $(VENV))/bin
 FASHION_MNIST := /usr/share/datasets/fashion-mnist
 
-.PHONY: install help data repro paper paper-20 ddp results results-write compare plots ui predict test test-unit lint format bench bench-efficiency bench-start ui-check gpu-check clean
+.PHONY: install help data repro paper paper-20 ddp results results-write compare plots ui predict test test-unit test-reliability lint format bench bench-efficiency bench-start ui-check gpu-check clean
 
 install: $(VENV)/.installed ## the virtualenv .venv with the pinned dependencies and the vit-* commands
 
@@ -94,6 +94,11 @@ format: install ## ruff format, then ruff check --fix
 # and MLflow (about 10 s each on 2 cores), which overlap well.
 test: install lint ## lint, then the whole suite in two workers (dvc repro end to end included)
 	PATH="$(BIN):$$PATH" pytest -n 2 --dist loadfile
+
+# Whole tiny runs SIGKILLed at a dozen points and rerun, and queued experiments on two workers: minutes each, so
+# not in make test; CI runs them after it.
+test-reliability: install ## the kill-anywhere and side-by-side tests (whole tiny runs, about 10 min; CI runs them)
+	PATH="$(BIN):$$PATH" pytest -m reliability tests/stages
 
 # The library's and tools' tests only: no stage processes, no dvc repro (tests/stages holds those).
 test-unit: install lint ## lint, then the unit and tool tests only (tests/unit, tests/tools) in two workers

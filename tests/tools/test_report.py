@@ -48,3 +48,50 @@ def test_the_committed_second_run_comparisons_are_what_their_point_files_give():
             cwd=REPO, capture_output=True, text=True, timeout=120, check=True,
         )  # fmt: skip
         assert json.loads(result.stdout) == committed, f"rerun: python benchmarks/precision_change.py ... > {name}"
+
+
+def test_a_report_killed_between_two_documents_leaves_each_whole_and_a_rerun_converges(tmp_path, monkeypatch):
+    """`make results-write` stopped after its first document (SIGKILL, a lost machine): each document is its old
+    or its new text, never a part of one, and the next run finishes the rest."""
+    import shutil
+
+    import pytest
+
+    from pipeline.core import files
+    from pipeline.tools import report
+
+    for folder in ("metrics", "docs"):
+        shutil.copytree(REPO / folder, tmp_path / folder)
+    for name in ("README.md", "params.yaml"):
+        shutil.copy(REPO / name, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    new = {document: Path(document).read_text() for document in report.DOCUMENTS}
+    old = {document: report.MARKER.sub(lambda m: m.group(0).replace(m.group(3), "stale\n"), text)
+           for document, text in new.items()}  # fmt: skip
+    assert all(old[document] != new[document] for document in report.DOCUMENTS)
+    for document, text in old.items():
+        Path(document).write_text(text)
+
+    class Killed(BaseException):
+        pass
+
+    written = []
+
+    def write_then_die(path, text):
+        if written:
+            raise Killed
+        files.write_text(path, text)
+        written.append(str(path))
+
+    monkeypatch.setattr(report, "write_text", write_then_die)
+    monkeypatch.setattr(sys, "argv", ["report", "--write"])
+    with pytest.raises(Killed):
+        report.main()
+    assert [Path(document).read_text() for document in report.DOCUMENTS] == [
+        new[document] if document in written else old[document] for document in report.DOCUMENTS
+    ]
+    monkeypatch.setattr(report, "write_text", files.write_text)
+    report.main()
+    assert {document: Path(document).read_text() for document in report.DOCUMENTS} == new
+    monkeypatch.setattr(sys, "argv", ["report", "--check"])
+    report.main()  # up to date
