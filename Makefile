@@ -95,9 +95,9 @@ format: install ## ruff format, then ruff check --fix
 test: install lint ## lint, then the whole suite in two workers (dvc repro end to end included)
 	PATH="$(BIN):$$PATH" pytest -n 2 --dist loadfile
 
-# Whole tiny runs SIGKILLed at a dozen points and rerun, and queued experiments on two workers: minutes each, so
-# not in make test; CI runs them after it.
-test-reliability: install ## the kill-anywhere and side-by-side tests (whole tiny runs, about 10 min; CI runs them)
+# Whole tiny runs SIGKILLed at a dozen points and rerun, and four queued experiments on two workers beside a
+# direct run: about 6 minutes in all, so not in make test; CI runs them after it.
+test-reliability: install ## the kill-anywhere and side-by-side tests (whole tiny runs, about 6 min; CI runs them)
 	PATH="$(BIN):$$PATH" pytest -m reliability tests/stages
 
 # The library's and tools' tests only: no stage processes, no dvc repro (tests/stages holds those).

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from fault_project import copy_of, in_parallel
+from fault_project import Project, copy_of, finish, in_parallel
 from project_copy import copy_project, set_params
 
 
@@ -76,44 +76,95 @@ def git_dvc(repo: Path, env: dict[str, str], *args: str, timeout: float = 600) -
     return result.stdout + result.stderr
 
 
-@pytest.mark.e2e
-def test_two_queued_experiments_in_parallel_are_both_recorded_in_mlflow(tmp_path, project):
-    import mlflow
-
+def queued_project(tmp_path: Path, project) -> tuple[Path, dict[str, str]]:
+    """A git + DVC copy of the finished project's code and params (train_scratch: one seed, one epoch), committed,
+    so `dvc exp run --queue` can take it; MLflow's default store, DVC_ROOT's mlflow.db, for every job in it."""
     repo = tmp_path / "queued"
     copy_project(repo)
     shutil.copy(project.repo / "params.yaml", repo / "params.yaml")
     set_params(repo, seeds=[0], train_scratch={"paper": {"epochs": 1}})
-    env = {k: v for k, v in project.env.items() if k != "MLFLOW_TRACKING_URI"}  # the default store: DVC_ROOT's
+    env = {k: v for k, v in project.env.items() if k != "MLFLOW_TRACKING_URI"}
     for command in (
         ["git", "init", "-q"], ["dvc", "init", "-q"], ["dvc", "config", "core.analytics", "false"],
         ["git", "add", "-A"], ["git", "commit", "-qm", "project"],
     ):  # fmt: skip
         git_dvc(repo, env, *command)
-    for lr in ("0.001", "0.002"):
+    return repo, env
+
+
+def run_queue(repo: Path, env: dict[str, str], lrs: list[str], jobs: int, beside=None) -> str:
+    """Queues one train_scratch experiment per learning rate, starts ``jobs`` workers, calls ``beside()`` once a
+    job runs (or at once where none does), and waits (at most 10 minutes) for the queue to empty; its status."""
+    for lr in lrs:
         git_dvc(repo, env, "dvc", "exp", "run", "--queue", "-n", f"lr-{lr}", "-S", f"train_scratch.paper.lr={lr}",
                 "train_scratch")  # fmt: skip
-    git_dvc(repo, env, "dvc", "queue", "start", "-j", "2")
+    git_dvc(repo, env, "dvc", "queue", "start", "-j", str(jobs))
     deadline = time.monotonic() + 600
     try:
         while True:
             status = git_dvc(repo, env, "dvc", "queue", "status")
+            if beside is not None and ("Running" in status or not re.search(r"\bQueued\b", status)):
+                beside = beside()  # None: once
             if not re.search(r"\b(Queued|Running)\b", status):
                 break
             assert time.monotonic() < deadline, status
             time.sleep(2)
     finally:
         subprocess.run(["dvc", "queue", "stop", "--kill"], cwd=repo, env=env, capture_output=True, timeout=120)
-    assert status.count("Success") == 2, status
+    return status
+
+
+def assert_every_job_recorded(repo: Path, names: list[str], lrs: list[str]) -> list:
+    """Each queued job (and a direct run, named ``workspace``) has one FINISHED stage run with its own lr, tagged
+    with its DVC experiment's name, its seeds nested in it with every epoch's val_acc; the stage runs."""
+    import mlflow
+
     client = mlflow.MlflowClient(f"sqlite:///{repo / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("vit-paper")
     runs = client.search_runs([experiment.experiment_id])
     stages = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]  # one per job, its seeds nested in it
-    assert sorted(r.data.params["train_scratch.paper.lr"] for r in stages) == ["0.001", "0.002"]
+    assert sorted(r.data.params["train_scratch.paper.lr"] for r in stages) == sorted(lrs)
     assert {r.info.status for r in runs} == {"FINISHED"}
-    assert {r.data.tags.get("dvc_experiment") for r in runs} == {"lr-0.001", "lr-0.002"}
+    assert sorted(r.data.tags.get("dvc_experiment", "workspace") for r in stages) == sorted(names)
     seeds = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
-    assert {r.data.tags["mlflow.parentRunId"] for r in seeds} == {r.info.run_id for r in stages}
-    assert all(len(client.get_metric_history(r.info.run_id, "val_acc")) == 1 for r in seeds)
+    assert sorted(r.data.tags["mlflow.parentRunId"] for r in seeds) == sorted(r.info.run_id for r in stages)
+    for run in seeds:
+        assert run.data.tags.get("dvc_experiment") == client.get_run(run.data.tags["mlflow.parentRunId"]).data.tags.get(
+            "dvc_experiment"
+        )
+        assert len(client.get_metric_history(run.info.run_id, "val_acc")) == 1
+    return stages
+
+
+@pytest.mark.e2e
+def test_two_queued_experiments_in_parallel_are_both_recorded_in_mlflow(tmp_path, project):
+    repo, env = queued_project(tmp_path, project)
+    lrs = ["0.001", "0.002"]
+    status = run_queue(repo, env, lrs, jobs=2)
+    assert status.count("Success") == 2, status
+    assert_every_job_recorded(repo, [f"lr-{lr}" for lr in lrs], lrs)
     shown = git_dvc(repo, env, "dvc", "exp", "show", "--csv")
     assert "lr-0.001" in shown and "lr-0.002" in shown  # dvc exp show lists both jobs
+
+
+@pytest.mark.e2e
+@pytest.mark.reliability
+def test_four_queued_experiments_on_two_workers_and_a_direct_run_beside_them_all_finish_in_one_store(tmp_path, project):
+    """Side by side: two workers take four experiments in turn while a stage runs directly in the workspace, all
+    five writing to one mlflow.db; nothing waits on another's lock, no run or metric is lost or mislabelled."""
+    repo, env = queued_project(tmp_path, project)
+    shutil.copytree(project.repo / "data/prepared", repo / "data/prepared")  # the direct run's inputs
+    lrs = ["0.001", "0.002", "0.003", "0.004"]
+    direct = []
+
+    def run_directly() -> None:
+        workspace = Project(repo, env, project.server, project.inject)
+        with workspace.params(train_scratch={"paper": {"epochs": 1, "lr": 0.0005}}):
+            direct.append(finish(workspace.start("train_scratch")))
+
+    status = run_queue(repo, env, lrs, jobs=2, beside=run_directly)
+    assert status.count("Success") == 4, status
+    assert direct and direct[0].returncode == 0, direct[0].stderr[-3000:]
+    assert_every_job_recorded(repo, [f"lr-{lr}" for lr in lrs] + ["workspace"], [*lrs, "0.0005"])
+    shown = git_dvc(repo, env, "dvc", "exp", "show", "--csv")
+    assert all(f"lr-{lr}" in shown for lr in lrs)
