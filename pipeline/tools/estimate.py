@@ -8,12 +8,12 @@ and looks it up in ``metrics/repro_time.json``, the committed wall times of full
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
 
 from pipeline.core.entry import stage_main, tool_parser
+from pipeline.core.files import read_json
 from pipeline.core.params_yaml import load_params
 from pipeline.train.runtime import resolve_runtime
 
@@ -71,7 +71,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main() -> None:
     parse_args(sys.argv[1:])
     runtime = resolve_runtime(load_params().runtime)
-    times = json.loads(TIMES.read_text()) if TIMES.is_file() else {}
+    times = read_json(TIMES) if TIMES.is_file() else {}  # committed: may hold a merge's markers
     print(estimate_line(f"{runtime.device.type} {runtime.precision}", runtime.hardware, times))
 
 

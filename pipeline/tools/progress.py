@@ -43,6 +43,7 @@ from typing import BinaryIO
 
 from pipeline.core.entry import stage_main, tool_parser
 from pipeline.core.errors import UserError
+from pipeline.core.files import read_json
 from pipeline.core.params_yaml import PARAMS_FILE, load_params
 from pipeline.core.paths import METRICS
 from pipeline.results.repro_plan import (
@@ -349,9 +350,9 @@ def main() -> None:
         raise UserError("dvc repro -i asks for input, which this tool does not pass on: run dvc repro -i itself")
     if PARAMS_FILE.is_file():  # DVC's own reading of a key given twice says only "structure is corrupted"
         load_params()
+    times = read_json(TIMES) if TIMES.is_file() else {}  # committed: may hold a merge's markers
     dvc = find_dvc()
     plan, why_not = read_plan(dvc, selection)
-    times = json.loads(TIMES.read_text()) if TIMES.is_file() else {}
     run, source = measurements(times, runtime_key_here())
     progress = new_progress(plan, run, started)
     display = Display(sys.stdout.buffer, sys.stdout.isatty(), sys.stdout.encoding or "utf-8")

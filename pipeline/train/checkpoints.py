@@ -23,7 +23,7 @@ from torch import nn
 
 from pipeline.core import paths
 from pipeline.core.errors import UserError
-from pipeline.core.files import load_tensors, save_tensors, write_json
+from pipeline.core.files import load_tensors, read_json, save_tensors, write_json
 from pipeline.models.vit import PRESETS, ViT, state_dict_mismatch, vit_config
 from pipeline.train.runtime import Runtime
 
@@ -256,7 +256,7 @@ def read_model_card(folder: Path, prepared_info: Path = paths.PREPARED / "info.j
             f"{path} is missing or unreadable ({type(error).__name__}); run `dvc repro` (or `dvc pull`) to get "
             "the trained models with their card"
         ) from None
-    prepared = json.loads(prepared_info.read_text()).get("classes") if prepared_info.is_file() else None
+    prepared = read_json(prepared_info).get("classes") if prepared_info.is_file() else None
     return check_model_card(card, path, prepared)
 
 

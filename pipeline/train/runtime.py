@@ -189,7 +189,7 @@ def bf16_step_speedup(reps: int = 15) -> float:
     process besides.
     """
     cache, key = probe_cache_path(), _probe_key(reps)
-    with contextlib.suppress(OSError, ValueError, TypeError):
+    with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):  # a damaged cache is measured anew
         value = json.loads(cache.read_text()).get(key)
         if isinstance(value, (int, float)) and value > 0:
             return float(value)
@@ -198,6 +198,7 @@ def bf16_step_speedup(reps: int = 15) -> float:
         known = {}
         with contextlib.suppress(OSError, ValueError):
             known = json.loads(cache.read_text())
+        known = known if isinstance(known, dict) else {}
         cache.parent.mkdir(parents=True, exist_ok=True)
         partial = cache.with_name(f".{cache.name}.{os.getpid()}")
         partial.write_text(json.dumps(known | {key: round(speedup, 4)}, indent=1, sort_keys=True))

@@ -68,3 +68,20 @@ def test_a_run_on_another_cpu_kind_cites_an_earlier_run_on_this_kind_where_there
     assert "this one's time will differ; on this kind an earlier protocol (issue 11) took about 82 min)" in avx2
     zen4 = estimate_line("cpu fp32", "AVX512, bf16 not faster: avx512_bf16 (step 0.78x)", times)
     assert "this one's time will differ)" in zen4 and "earlier protocol" not in zen4
+
+
+def test_a_truncated_repro_time_file_is_one_line_naming_it(tmp_path):
+    import subprocess
+    import sys
+
+    from project_copy import clean_env
+
+    (tmp_path / "metrics").mkdir()
+    committed = (Path(__file__).resolve().parents[2] / "metrics/repro_time.json").read_text()
+    (tmp_path / "metrics/repro_time.json").write_text(committed[: len(committed) // 2])
+    (tmp_path / "params.yaml").write_text((Path(__file__).resolve().parents[2] / "params.yaml").read_text())
+    result = subprocess.run([sys.executable, "-m", "pipeline.tools.estimate"], cwd=tmp_path, env=clean_env(),
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert "metrics/repro_time.json is not valid JSON" in line and "truncated or damaged" in line

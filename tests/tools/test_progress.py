@@ -194,3 +194,15 @@ def test_a_params_file_a_stage_would_refuse_stops_the_run_before_dvc_in_one_line
     assert result.returncode == 1 and "fake dvc ran" not in result.stdout
     (line,) = result.stderr.strip().splitlines()
     assert "seeds is given twice" in line and "line " in line
+
+
+def test_a_repro_time_file_left_with_merge_markers_stops_the_run_before_dvc_in_one_line_naming_it(tmp_path):
+    """metrics/repro_time.json is committed and edited on two branches: a merge's markers are one line naming the
+    file and how to mend it, not a JSONDecodeError."""
+    env = fake_dvc(tmp_path, "print('fake dvc ran', flush=True)")
+    (tmp_path / "metrics/repro_time.json").write_text('<<<<<<< HEAD\n{"a": 1}\n=======\n{"b": 2}\n>>>>>>> theirs\n')
+    result = subprocess.run([sys.executable, "-m", "pipeline.tools.progress"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 1 and "fake dvc ran" not in result.stdout
+    (line,) = result.stderr.strip().splitlines()
+    assert "metrics/repro_time.json has merge-conflict markers" in line and "git checkout --ours" in line

@@ -112,6 +112,14 @@ def test_a_card_whose_classes_are_reordered_against_the_prepared_data_is_refused
     assert checkpoints.read_model_card(paths.LINEAR_PROBES)["classes"] == list(reversed(CLASSES))
 
 
+def test_a_damaged_prepared_info_is_one_line_naming_it(project):
+    (paths.PREPARED / "info.json").write_text('{"classes": ["Pullover", "Co')  # truncated: a full disk, a kill
+    with pytest.raises(UserError) as error:
+        checkpoints.read_model_card(paths.LINEAR_PROBES)
+    assert f"{paths.PREPARED / 'info.json'} is not valid JSON" in one_line(error)
+    (paths.PREPARED / "info.json").unlink()
+
+
 def test_predict_reports_a_bad_card_in_one_line(project, monkeypatch, capsys):
     card_with(paths.SCRATCH_MODELS, model_name="B/15")
     Image.new("RGB", (8, 8)).save(project / "a.png")  # predict names a missing image before it reads the card

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from pathlib import Path
@@ -243,3 +244,18 @@ def test_a_consistent_torchrun_environment_is_read():
 
     assert runtime_module.torchrun_world() == (int(os.environ.get("RANK", 0)), int(os.environ.get("LOCAL_RANK", 0)),
                                                int(os.environ.get("WORLD_SIZE", 1)))  # fmt: skip
+
+
+@pytest.mark.parametrize("cached", ["[1.5]", '"1.5"', "{not json", ""])
+def test_a_probe_cache_that_is_not_a_json_object_is_measured_anew_and_rewritten(tmp_path, monkeypatch, cached):
+    """The probe cache lives outside the project (PIPELINE_CACHE_DIR): a damaged one costs one measurement."""
+    monkeypatch.setenv("PIPELINE_CACHE_DIR", str(tmp_path))
+    runtime_module.probe_cache_path().parent.mkdir(parents=True, exist_ok=True)
+    runtime_module.probe_cache_path().write_text(cached)
+    monkeypatch.setattr(runtime_module, "measure_bf16_step_speedup", lambda reps: 1.25)
+    runtime_module.bf16_step_speedup.cache_clear()
+    try:
+        assert runtime_module.bf16_step_speedup(reps=3) == 1.25
+        assert list(json.loads(runtime_module.probe_cache_path().read_text()).values()) == [1.25]
+    finally:
+        runtime_module.bf16_step_speedup.cache_clear()
