@@ -63,12 +63,15 @@ def curve_table(curve: dict) -> str:
 
 def runs_table(curve: dict) -> str:
     """What the validation rule did: each trained arm's chosen lr (``*`` where it is an end of the grid), kept
-    step / steps run / budget (mean over seeds), runs stopped by the cap, and the kept weights' train loss;
+    step / steps run / budget (mean over seeds), runs stopped by the cap and at the floor (their cooldown begun at
+    the first score the rule allows; ``-`` where the aggregation predates the count), and the kept weights'
+    train loss;
     each probe's ridges (``*`` at an end of the grid)."""
     trained = [arm for arm in TABLE_ORDER if arm in curve["runs"] and "lr" in next(iter(curve["runs"][arm].values()))]
     probes = [arm for arm in TABLE_ORDER if arm in curve["runs"] and arm not in trained]
     lines = [
-        "| per class | " + " | ".join(f"{REGISTRY[arm].label}: lr, kept / last step of budget, at cap, train loss"
+        "| per class | " + " | ".join(f"{REGISTRY[arm].label}: lr, kept / last step of budget, at cap / floor, "
+                                     "train loss"
                                      for arm in trained)
         + " | " + " | ".join(f"{REGISTRY[arm].label}: ridge" for arm in probes) + " |",
         "|---" * (len(trained) + len(probes) + 1) + "|",
@@ -79,12 +82,22 @@ def runs_table(curve: dict) -> str:
             run = curve["runs"][arm][size]
             edge = "*" if run.get("lr_at_edge") else ""
             steps = f"{run['best_step']['mean']:.0f} / {run['steps']['mean']:.0f} of {run.get('budget', '?')}"
-            cells.append(f"{run['lr']:g}{edge}, {steps}, {run['stopped_at_cap']}, {run['train_loss']['mean']:.3f}")
+            ends = f"{run['stopped_at_cap']} / {run.get('stopped_at_floor', '-')}"
+            cells.append(f"{run['lr']:g}{edge}, {steps}, {ends}, {run['train_loss']['mean']:.3f}")
         for arm in probes:
             run = curve["runs"][arm][size]
             edges = run.get("reg_at_edge", [""] * len(run.get("reg", [])))
             cells.append(", ".join(f"{r:g}{'*' if e else ''}" for r, e in zip(run.get("reg", []), edges, strict=True)))
         lines.append(f"| {size} | " + " | ".join(cells) + " |")
+    cells = [curve["runs"][arm][size] for arm in trained for size in curve["runs"][arm]]
+    if all("stopped_at_floor" in run for run in cells):
+        runs = sum(len(run["steps"]["per_seed"]) for run in cells)
+        cap, floor = (sum(run[key] for run in cells) for key in ("stopped_at_cap", "stopped_at_floor"))
+        lines += [
+            "",
+            f"Of the {runs} trained runs kept, {cap} stopped at the cap and {floor} at the floor "
+            "(the cooldown begun at the first score the rule allows: two windows of patience scores).",
+        ]
     return "\n".join(lines)
 
 
@@ -181,6 +194,8 @@ def pretraining_table(scale: dict) -> str:
                     d = by_key[f"{size}/{n}"]
                     cells.append(f"{signed(d['mean'])} [{signed(d['low'])}, {signed(d['high'])}] {d['verdict']}")
                 lines.append(f"| {names[a]} - {names[b]} | {int(size):,} | " + " | ".join(cells) + " |")
+    if "slopes" in scale:
+        lines += ["", slopes_table(scale)]
     decision = scale.get("decision")
     if decision:
         lines += ["", f"Pre-registered masked-patch decision: {'GO' if decision['go'] else 'NO-GO'} (validation "
@@ -193,6 +208,58 @@ def pretraining_table(scale: dict) -> str:
                       f"{stretch['shots']} shots: {signed(gap['mean'])} [{signed(gap['low'])}, {signed(gap['high'])}] "
                       f"against the pixel probe; rule: {stretch['rule']})."]  # fmt: skip
     return "\n".join(lines)
+
+
+SLOPE_WORDS = {"ahead": "rises", "behind": "falls", "level": "level"}
+
+
+def slopes_table(scale: dict) -> str:
+    """Each backbone's few-shot gain per decade of pretraining images and the ViT's minus the ResNet's
+    (``pretraining_scale.json``'s ``slopes``), read against Figure 4's direction."""
+    slopes = scale["slopes"]
+    shots = sorted(slopes["vit"], key=int)
+    sizes = sorted(scale["vit"], key=int)
+    lines = [f"Gain per decade of pretraining images ({int(sizes[0]):,} to {int(sizes[-1]):,}): per seed, the "
+             "least-squares slope of few-shot test accuracy on log10 of the pretraining images; mean over seeds and "
+             "95% t interval. In Figure 4 the ViT's slope is above the ResNets', which is how it overtakes them.",
+             "", "| gain per decade | " + " | ".join(f"{n} shots" for n in shots) + " |",
+             "|---|" + "---|" * len(shots)]  # fmt: skip
+    for key, name in (("vit", "ViT"), ("resnet", "small ResNet"), ("vit-resnet", "ViT - small ResNet")):
+        cells = []
+        for n in shots:
+            d = slopes[key][n]
+            word = d["verdict"] if "-" in key else SLOPE_WORDS[d["verdict"]]
+            cells.append(f"{signed(d['mean'])} [{signed(d['low'])}, {signed(d['high'])}] {word}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += ["", slopes_reading(scale)]
+    return "\n".join(lines)
+
+
+def slopes_reading(scale: dict) -> str:
+    """One sentence: does the ViT gain more per decade than the ResNet (Figure 4's direction) at any shots?"""
+    difference = scale["slopes"]["vit-resnet"]
+    by_verdict: dict[str, list[str]] = {}
+    for n in sorted(difference, key=int):
+        by_verdict.setdefault(difference[n]["verdict"], []).append(n)
+
+    def at(verdict: str) -> str:
+        return ", ".join(
+            f"{n} shots ({signed(difference[n]['mean'])} [{signed(difference[n]['low'])}, "
+            f"{signed(difference[n]['high'])}])"
+            for n in by_verdict.get(verdict, [])
+        )
+
+    parts = []
+    if "ahead" in by_verdict:
+        parts.append(f"the ViT gains more per decade than the small ResNet, Figure 4's direction, at {at('ahead')}")
+    if "behind" in by_verdict:
+        parts.append(
+            f"the ViT gains less per decade than the small ResNet, the opposite of Figure 4's direction, at "
+            f"{at('behind')}"
+        )
+    if "level" in by_verdict:
+        parts.append(f"the two slopes are level at {', '.join(by_verdict['level'])} shots")
+    return "Against Figure 4: " + "; ".join(parts) + "."
 
 
 # the pretraining axis's arms, in its tables (metrics/pretraining_scale.json's keys)

@@ -4,7 +4,7 @@ row with Holm's verdict and the second runs', and the README's first screen (:fu
 from __future__ import annotations
 
 from pipeline.core.arm_registry import REGISTRY
-from pipeline.results.report_tables import signed
+from pipeline.results.report_tables import signed, slopes_reading
 
 
 def comparisons_table(comparisons: dict) -> str:
@@ -82,7 +82,9 @@ def _by_pair(cells: list[tuple[str, str, dict]]) -> str:
     return "; ".join(phrases) + " per class" if phrases else "none"
 
 
-def answer(evaluate: dict, curve: dict, comparisons: dict, second_runs: dict[str, dict]) -> str:
+def answer(
+    evaluate: dict, curve: dict, comparisons: dict, second_runs: dict[str, dict], scale: dict | None = None
+) -> str:
     """The README's first screen: what the committed run says, each sentence's numbers from the committed files.
     A verdict *holds* where its 95% interval excludes zero, Holm's step-down over every comparison keeps it, and
     no second run reached another verdict at that size; it is *unsettled* where one of those fails."""
@@ -117,6 +119,13 @@ def answer(evaluate: dict, curve: dict, comparisons: dict, second_runs: dict[str
         f"- **Unsettled** ({len(unsettled)} more are nominally ahead or behind, but fail Holm or moved in a second "
         f"run): {_by_pair(unsettled)}. The rest are level.",
     ]
+    if scale and "slopes" in scale:
+        sizes = sorted(scale["vit"], key=int)
+        lines.append(
+            f"- **The paper's own claim** (Figures 3-4: pretrained on small sets ResNets lead, and the ViT, gaining "
+            f"more per decade of pretraining images, overtakes them from about 90M) **in miniature**, pretrained "
+            f"on {int(sizes[0]):,} to {int(sizes[-1]):,} images: {slopes_reading(scale)[len('Against Figure 4: ') :]}"
+        )
     return "\n".join(lines)
 
 

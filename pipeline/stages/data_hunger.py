@@ -1,11 +1,12 @@
 """Stage data_hunger: the sweep's points gathered into metrics/data_hunger.json and plots/data_hunger.png.
 
 The paper's point is a curve: pretraining matters most when data is scarce, and the gap closes as
-data grows. The JSON is ``{arm: {n_train_per_class: {mean, std, per_seed}}}`` (test accuracy over the
-whole test set), ``runs`` (each arm's final train loss, best validation loss and step, chosen learning rate
-or ridge per size) and ``baselines`` per size: chance, the majority training class and, up to
-``data_hunger.logreg_max_per_class``, a logistic regression on raw pixels fit on the same subsets (mean over
-seeds). ``plots/validation.csv`` and ``plots/validation.png`` hold every trained run's validation curve.
+data grows. The JSON is ``{arm: {n_train_per_class: {mean, std, per_seed}}}`` (test accuracy over the whole test
+set), ``runs`` (each arm's final train loss, best validation loss and step, chosen learning rate or ridge per
+size, and how many runs stopped at the cap and at the floor) and ``baselines`` per size: chance, the majority
+training class and, up to ``data_hunger.logreg_max_per_class``, a logistic regression on raw pixels fit on the
+same subsets (mean over seeds). ``plots/validation.csv`` and ``plots/validation.png`` hold every trained run's
+validation curve.
 ``metrics/comparisons.json`` holds every comparison the README states (``pipeline.results.stats.COMPARISONS``) at
 every size: the paired difference over seeds with its 95% t interval and verdict (ahead, behind, level).
 """
@@ -37,7 +38,8 @@ def main() -> None:
         raise UserError(f"the sweep's sizes {sizes} do not match params.yaml's; rerun `dvc repro`")
     test_set = load_split(paths.prepared_split("scratch", "test"))
     cfg = params.data_hunger
-    metrics = aggregate(summaries, baselines(train_all, test_set, sizes, cfg.logreg_max_per_class, params.seeds))
+    base = baselines(train_all, test_set, sizes, cfg.logreg_max_per_class, params.seeds)
+    metrics = aggregate(summaries, base, cfg.patience)
     metrics["preset"] = params.preset
     write_json(paths.METRICS / "data_hunger.json", metrics)
     comparisons = with_holm(curve_comparisons({arm: metrics[arm] for arm in ARMS}))

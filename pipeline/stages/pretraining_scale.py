@@ -5,7 +5,9 @@ The JSON is ``{arch: {n_pretrain: {shots: {mean, std, per_seed, val}}}}`` for ``
 ``vit_masked_patch`` (few-shot test accuracy; ``val``: the same probe on the validation split), with the
 pixel probe at the same shots and seeds, each backbone's pool test accuracy, ``decision``: the masked-patch
 go/no-go rule of params.yaml applied on validation numbers (never test), and ``stretch``: issue 21's
-pre-registered stretch (``vit_masked_patch_long``, the default trained longer) applied as written, on test.
+pre-registered stretch (``vit_masked_patch_long``, the default trained longer) applied as written, on test;
+``slopes``: each backbone's few-shot gain per decade of pretraining images and the ViT's minus the ResNet's
+(Figure 4's direction), per seed then over seeds with 95% t intervals.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pipeline.data.subsets import sweep_train_set, val_set
 from pipeline.models.probe import flat_pixels
 from pipeline.pretrain.size_axis import ARCHES, few_shot, gather, scale_csv, stretch_outcome
 from pipeline.results.figures import plot_pretraining_scale, save_note
-from pipeline.results.headline import scale_comparisons
+from pipeline.results.headline import pretraining_slopes, scale_comparisons
 from pipeline.tracking.tracker import stage_tracker
 
 ITEMS = paths.METRICS / "pretraining_scale"
@@ -49,6 +51,7 @@ def main() -> None:
                      read_item("vit_masked_patch_long"))  # fmt: skip
     metrics |= {"preset": params.preset, "n_val": len(val), "n_test": len(test), "seeds": params.seeds}
     metrics["comparisons"] = scale_comparisons(metrics)  # paired by seed, 95% t intervals
+    metrics["slopes"] = pretraining_slopes(metrics)  # gain per decade, Figure 4's direction
     metrics["stretch"] = stretch_outcome(metrics, metrics["comparisons"], params.masked_patch.stretch_shots)
     write_json(paths.METRICS / "pretraining_scale.json", metrics)
     write_text(paths.PLOTS / "pretraining_scale.csv", scale_csv(metrics))

@@ -44,7 +44,7 @@ def generated_blocks() -> dict[str, str]:
     scale, second_runs = read_metrics("pretraining_scale.json"), {file: read_metrics(file) for file in SECOND_RUNS}
     named_runs = {name: second_runs[file] for file, name in SECOND_RUNS.items()}
     return {
-        "answer": answer(metrics, curve, comparisons, named_runs),
+        "answer": answer(metrics, curve, comparisons, named_runs, scale),
         "verdicts": verdict_table(comparisons, named_runs),
         "headline": results_table(metrics),
         "curve": (f"Test accuracy ({curve['n_test']} test images), mean ± std over {len(comparisons['seeds'])} seeds, "

@@ -83,3 +83,17 @@ def test_differing_grids_are_listed_once_per_grid_with_their_sizes():
     table = report_tables.precision_table(change | {"grids": {"cnn": {"10": old, "75": old}}})
     assert "small ResNet from scratch at 10, 75 per class: 0.001, 0.003, 0.01 in the committed run" in table
     assert "Learning-rate grids" not in report_tables.precision_table(change | {"grids": {}})
+
+
+def test_the_slopes_reading_names_figure_4s_direction_its_opposite_and_the_level_shots():
+    from pipeline.results.report_tables import slopes_reading
+
+    def d(mean, verdict):
+        return {"mean": mean, "low": mean - 0.01, "high": mean + 0.01, "verdict": verdict}
+
+    scale = {"slopes": {"vit-resnet": {"5": d(0.05, "ahead"), "10": d(0.0, "level"), "25": d(-0.04, "behind")}}}
+    assert slopes_reading(scale) == (
+        "Against Figure 4: the ViT gains more per decade than the small ResNet, Figure 4's direction, at 5 shots "
+        "(+0.050 [+0.040, +0.060]); the ViT gains less per decade than the small ResNet, the opposite of Figure 4's "
+        "direction, at 25 shots (-0.040 [-0.050, -0.030]); the two slopes are level at 10 shots."
+    )
