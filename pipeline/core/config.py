@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from pipeline.core.arm_registry import DECAY_VARIANTS, TRAINED
+from pipeline.core.arm_registry import ARMS, DECAY_VARIANTS, TRAINED
 from pipeline.core.errors import require
 from pipeline.core.recipes import BackboneConfig, EpochRecipe, GridOptimiser, ScratchRecipe
 
@@ -146,6 +146,10 @@ class _DataHungerShared:
     offline_sizes: list[int]
     paper_fractions: list[float]
     headline_point: int  # the point evaluate's table shows beside seed 000's arms (75 per class offline)
+    # the primary comparisons, named before the rerun that tests them: each pair ("<arm>-<arm>") at each point;
+    # comparisons.json gives them Holm's step-down over this family alone beside the whole family's
+    primary_comparisons: list[str]
+    primary_points: list[int]
     batch_size: int
     max_epochs: int  # the budget: a run's step cap and its schedule's span, in passes over its training set...
     min_steps: int  # ... and never fewer steps than this (at 10 per class an epoch is one step)
@@ -197,6 +201,14 @@ class _DataHungerShared:
                 f"must be in increasing order (a choice at either end is flagged), got {self.probe_regs}")  # fmt: skip
         require(len(self.probe_regs) >= 1 and all(0 < r < math.inf for r in self.probe_regs), f"{key}.probe_regs",
                 f"must list positive, finite ridge strengths, got {self.probe_regs}")  # fmt: skip
+        pairs = [pair.split("-") for pair in self.primary_comparisons]
+        require(bool(pairs) and all(len(p) == 2 and p[0] != p[1] and set(p) <= set(ARMS) for p in pairs),
+                f"{key}.primary_comparisons", f"must name one or more comparisons '<arm>-<arm>' of the arms "
+                f"{list(ARMS)}, got {self.primary_comparisons}")  # fmt: skip
+        most = min(len(self.offline_sizes), len(self.paper_fractions))
+        require(bool(self.primary_points) and all(0 <= p < most for p in self.primary_points),
+                f"{key}.primary_points", f"must be indices into the size lists (0 to {most - 1}), got "
+                f"{self.primary_points}")  # fmt: skip
         for arm in TRAINED:
             getattr(self, arm).validate(f"{key}.{arm}")
 

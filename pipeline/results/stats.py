@@ -108,13 +108,22 @@ def holm_verdicts(comparisons: dict[str, dict[str, dict]], alpha: float = 0.05) 
     return verdicts
 
 
-def with_holm(comparisons: dict[str, dict[str, dict]], alpha: float = 0.05) -> dict[str, dict[str, dict]]:
+def with_holm(
+    comparisons: dict[str, dict[str, dict]], alpha: float = 0.05, primary: dict[str, list[str]] | None = None
+) -> dict[str, dict[str, dict]]:
     """``comparisons`` with each cell's paired t test p-value (``p``) and its verdict under Holm's step-down over
-    all of them (``holm``): what five seeds support once the 40-odd comparisons are read together."""
+    all of them (``holm``): what five seeds support once the 40-odd comparisons are read together. ``primary``
+    (``{"a-b": [sizes]}``, named before the run) marks its cells with Holm's verdict over that family alone
+    (``holm_primary``)."""
     holm = holm_verdicts(comparisons, alpha)
+    family = {pair: {n: comparisons[pair][n] for n in sizes} for pair, sizes in (primary or {}).items()}
+    first = holm_verdicts(family, alpha) if family else {}
     return {
         pair: {
-            n: value | {"p": paired_p_value(value["per_seed"]), "holm": holm[pair][n]} for n, value in by_size.items()
+            n: value
+            | {"p": paired_p_value(value["per_seed"]), "holm": holm[pair][n]}
+            | ({"holm_primary": first[pair][n]} if n in first.get(pair, {}) else {})
+            for n, value in by_size.items()
         }
         for pair, by_size in comparisons.items()
     }

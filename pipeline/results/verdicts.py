@@ -119,6 +119,8 @@ def answer(
         f"- **Unsettled** ({len(unsettled)} more are nominally ahead or behind, but fail Holm or moved in a second "
         f"run): {_by_pair(unsettled)}. The rest are level.",
     ]
+    if primary_sentence(comparisons):
+        lines.append(primary_sentence(comparisons))
     if scale and "slopes" in scale:
         sizes = sorted(scale["vit"], key=int)
         lines.append(
@@ -132,12 +134,27 @@ def answer(
 def verdict_table(comparisons: dict, second_runs: dict[str, dict]) -> str:
     """Every comparison at every size, one row each, to scan: the difference, its interval, the verdict, Holm's
     verdict and each second run's where it differs."""
-    rows = ["| comparison | per class | difference | 95% interval | verdict | after Holm | second runs |",
-            "|---|---|---|---|---|---|---|"]  # fmt: skip
+    rows = ["| comparison | per class | difference | 95% interval | verdict | after Holm | primary: after Holm over "
+            "the primary family | second runs |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for pair, n, d in _cells(comparisons):
         a, b = pair.split("-")
         elsewhere = verdicts_elsewhere(pair, n, d, second_runs).removeprefix("; ").replace("; ", ", ") or "same"
         rows.append(f"| {REGISTRY[a].label} - {REGISTRY[b].label} | {n} | {signed(d['mean'])} | "
                     f"[{signed(d['low'])}, {signed(d['high'])}] | {d['verdict']} | {d.get('holm', '')} | "
-                    f"{elsewhere} |")  # fmt: skip
+                    f"{d.get('holm_primary', '')} | {elsewhere} |")  # fmt: skip
     return "\n".join(rows)
+
+
+def primary_sentence(comparisons: dict) -> str:
+    """The primary comparisons (named in params.yaml before the run that tests them), each with its interval,
+    nominal verdict and Holm's verdict over the primary family alone; empty where none is named."""
+    cells = [(pair, n, d) for pair, n, d in _cells(comparisons) if "holm_primary" in d]
+    if not cells:
+        return ""
+    parts = [f"{REGISTRY[pair.split('-')[0]].label} - {REGISTRY[pair.split('-')[1]].label} at {n}: "
+             f"{signed(d['mean'])} [{signed(d['low'])}, {signed(d['high'])}], {d['verdict']}, {d['holm_primary']} "
+             "after Holm" for pair, n, d in cells]  # fmt: skip
+    return (
+        f"- **The primary comparisons** ({len(cells)}, named in params.yaml before the rerun that is to test "
+        f"them; Holm over these {len(cells)} alone): " + "; ".join(parts) + " (per class)."
+    )

@@ -42,9 +42,19 @@ def main() -> None:
     metrics = aggregate(summaries, base, cfg.patience)
     metrics["preset"] = params.preset
     write_json(paths.METRICS / "data_hunger.json", metrics)
-    comparisons = with_holm(curve_comparisons({arm: metrics[arm] for arm in ARMS}))
+    ran = dict(zip(cfg.points, sizes, strict=True))  # a primary point this sweep does not run is left out
+    primary = {pair: [str(ran[p]) for p in cfg.primary_points if p in ran] for pair in cfg.primary_comparisons}
+    comparisons = curve_comparisons({arm: metrics[arm] for arm in ARMS})
+    unstated = sorted(set(primary) - set(comparisons))
+    if unstated:
+        raise UserError(f"params.yaml: data_hunger.primary_comparisons {unstated} are not among the stated "
+                        f"comparisons {sorted(comparisons)}; name pairs from that list")  # fmt: skip
+    comparisons = with_holm(comparisons, primary=primary)
     write_json(paths.METRICS / "comparisons.json", {"confidence": 0.95, "paired_by": "seed", "test": "t, n - 1 df",
                                                      "multiplicity": "Holm over every curve comparison, 0.05",
+                                                     "primary": primary, "primary_multiplicity":
+                                                     f"Holm over the {sum(map(len, primary.values()))} primary "
+                                                     "comparisons, 0.05 (holm_primary)",
                                                      "seeds": params.seeds, "curve": comparisons})  # fmt: skip
     title = (f"{params.preset}: test accuracy vs training images per class ({len(params.seeds)} seeds, own "
              f"subsets; early stopping on {metrics['n_val']} validation images)")  # fmt: skip

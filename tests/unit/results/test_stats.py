@@ -63,6 +63,22 @@ def test_holm_keeps_a_clear_difference_and_drops_one_that_only_passes_alone():
     assert cell["holm"] == "level" and cell["verdict"] == "ahead" and cell["p"] == paired_p_value(borderline)
 
 
+def test_the_primary_family_gets_holm_over_itself_alone_beside_the_whole_familys():
+    from pipeline.results.stats import with_holm
+
+    clear, borderline = [0.10, 0.11, 0.09, 0.10, 0.12], [0.03, 0.005, 0.02, 0.04, 0.015]
+    noise = {str(n): paired_difference([0.01 * ((n * 7) % 5 - 2)] * 2 + [0.0] * 3, [0.0] * 5) for n in range(10)}
+    family = {"a-b": {"1": paired_difference(clear, [0.0] * 5), "2": paired_difference(borderline, [0.0] * 5)},
+              "c-d": noise}  # fmt: skip
+    marked = with_holm(family, primary={"a-b": ["1", "2"]})
+    assert marked["a-b"]["2"]["holm"] == "level"  # among 12 it falls
+    assert marked["a-b"]["2"]["holm_primary"] == "ahead"  # among the 2 named first it stands
+    assert all("holm_primary" not in cell for cell in marked["c-d"].values())
+    unmarked = {pair: {n: {k: v for k, v in cell.items() if k != "holm_primary"} for n, cell in by_size.items()}
+                for pair, by_size in marked.items()}  # fmt: skip
+    assert with_holm(family) == unmarked
+
+
 def test_holm_on_the_committed_curve_keeps_15_of_its_29_nominal_verdicts():
     """The count an outside review found by hand (issue 37): 29 of 40 nominally ahead or behind, 15 after Holm."""
     import json

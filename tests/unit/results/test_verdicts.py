@@ -72,7 +72,7 @@ def test_a_verdict_holm_drops_or_a_second_run_moves_is_unsettled_not_held():
     base = {"mean": 0.05, "low": 0.01, "high": 0.09, "verdict": "ahead", "per_seed": [0.05] * 5}
     comparisons = {"curve": {"cnn-scratch": {"10": base | {"holm": "ahead"}, "25": base | {"holm": "level"},
                                              "75": base | {"holm": "ahead"}},
-                             "linear-scratch": {"75": base | {"holm": "ahead"}},
+                             "linear-scratch": {"75": base | {"holm": "ahead", "holm_primary": "ahead"}},
                              "finetune-scratch": {"75": base | {"holm": "ahead"}}}}  # fmt: skip
     moved = {"comparisons": {"75": {"cnn-scratch": {"reference": {"mean": 0.05}, "other": {"verdict": "level"}}}}}
     evaluate = {"scratch": {"test_acc": {"mean": 0.333}, "collapse": 1.0},
@@ -83,5 +83,11 @@ def test_a_verdict_holm_drops_or_a_second_run_moves_is_unsettled_not_held():
     assert "**What holds** (3 of 5" in text and "small ResNet from scratch ahead of ViT from scratch at 10;" in text
     assert "**Unsettled** (2 more" in text and "ViT from scratch at 25, 75 per class" in text
     rows = verdict_table(comparisons, {"the rerun": moved}).splitlines()
-    assert rows[2].endswith("| 10 | +0.050 | [+0.010, +0.090] | ahead | ahead | same |")
-    assert rows[4].endswith("| 75 | +0.050 | [+0.010, +0.090] | ahead | ahead | *level* in the rerun |")
+    assert rows[2].endswith("| 10 | +0.050 | [+0.010, +0.090] | ahead | ahead |  | same |")
+    assert rows[4].endswith("| 75 | +0.050 | [+0.010, +0.090] | ahead | ahead |  | *level* in the rerun |")
+    assert rows[5].endswith("| 75 | +0.050 | [+0.010, +0.090] | ahead | ahead | ahead | same |")  # a primary one
+    assert (
+        "**The primary comparisons** (1, named in params.yaml before the rerun that is to test them; Holm over "
+        "these 1 alone): pretrained ViT, frozen + linear head - ViT from scratch at 75: +0.050 [+0.010, +0.090], "
+        "ahead, ahead after Holm (per class)."
+    ) in text
