@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 BIN := $(abspath $(VENV))/bin
 FASHION_MNIST := /usr/share/datasets/fashion-mnist
 
-.PHONY: install help data repro paper paper-20 ddp results results-write compare plots ui predict test test-unit test-reliability lint format bench bench-efficiency bench-start ui-check gpu-check clean
+.PHONY: install help data repro paper paper-20 ddp results results-write compare plots ui predict test test-unit test-reliability lint format bench bench-efficiency bench-compile bench-start ui-check gpu-check clean
 
 install: $(VENV)/.installed ## the virtualenv .venv with the pinned dependencies and the vit-* commands
 
@@ -109,6 +109,9 @@ bench: install ## our ViT-B/16 against torchvision's (docs/benchmark.md)
 
 bench-efficiency: install ## GFLOP/s of every model's training step against the matmul ceiling (docs/benchmark.md)
 	$(PY) benchmarks/efficiency.py --profile
+
+bench-compile: install ## eager against torch.compile on the curve's training step (docs/benchmark.md)
+	$(PY) benchmarks/compile_step.py --reps 30
 
 bench-start: install ## seconds from a stage process's start to its first optimiser step (docs/benchmark.md)
 	$(PY) benchmarks/stage_start.py --reps 5
