@@ -205,10 +205,8 @@ class _DataHungerShared:
         require(bool(pairs) and all(len(p) == 2 and p[0] != p[1] and set(p) <= set(ARMS) for p in pairs),
                 f"{key}.primary_comparisons", f"must name one or more comparisons '<arm>-<arm>' of the arms "
                 f"{list(ARMS)}, got {self.primary_comparisons}")  # fmt: skip
-        most = min(len(self.offline_sizes), len(self.paper_fractions))
-        require(bool(self.primary_points) and all(0 <= p < most for p in self.primary_points),
-                f"{key}.primary_points", f"must be indices into the size lists (0 to {most - 1}), got "
-                f"{self.primary_points}")  # fmt: skip
+        require(bool(self.primary_points) and all(p >= 0 for p in self.primary_points), f"{key}.primary_points",
+                f"must be indices into the size lists (0 or more), got {self.primary_points}")  # fmt: skip
         for arm in TRAINED:
             getattr(self, arm).validate(f"{key}.{arm}")
 

@@ -76,7 +76,7 @@ def test_config_has_no_defaults_of_its_own():
         ("data_hunger.primary_comparisons", ["linear-vit"], "comparisons '<arm>-<arm>' of the arms"),
         ("data_hunger.primary_comparisons", ["scratch-scratch"], "comparisons '<arm>-<arm>' of the arms"),
         ("data_hunger.primary_comparisons", [], "must name one or more"),
-        ("data_hunger.primary_points", [5], "indices into the size lists (0 to 4)"),
+        ("data_hunger.primary_points", [-1], "indices into the size lists (0 or more)"),
         ("data_hunger.primary_points", [], "indices into the size lists"),
         ("data_hunger.probe_regs", [], "must list positive, finite ridge strengths"),
         ("data_hunger.patience", 0, "at least 1"),
