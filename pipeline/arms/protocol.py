@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -175,13 +176,39 @@ def point_summary(
 
 
 def choose_lr(candidates: list[tuple[dict, object]]) -> tuple[dict, object]:
-    """The first seed's run with the best validation score (``engine.better_score``: accuracy, then loss); of
-    equals, the smaller learning rate (the grid is in increasing order)."""
+    """The candidate with the best validation score (``plateau.better_score``: accuracy, then loss); of equals,
+    the smaller learning rate (the grid is in increasing order). A candidate's score is one run's, or the mean
+    over its choice seeds (:func:`mean_score`)."""
     best = candidates[0]
     for candidate in candidates[1:]:
         if better_score(candidate[0], best[0]):
             best = candidate
     return best
+
+
+def mean_score(results: list[dict]) -> dict:
+    """One candidate's validation score over its runs: the mean accuracy and the mean loss (NaN where a run's
+    loss is, so that ``better_score`` never prefers it)."""
+    keys = [key for key in ("val_acc", "val_loss") if key in results[0]]  # a probe's run has no loss
+    return {key: sum(r[key] for r in results) / len(results) for key in keys}
+
+
+def accuracy_se(accuracy: float, n_val: int) -> float:
+    """The binomial standard error of one validation accuracy on ``n_val`` images."""
+    return math.sqrt(max(accuracy * (1 - accuracy), 0.0) / n_val)
+
+
+def pruned(first_scores: dict[float, dict], n_val: int, prune_z: float) -> set[float]:
+    """The learning rates the first seed already rules out: behind the leader's validation accuracy by more than
+    ``prune_z`` standard errors of a difference of two accuracies on ``n_val`` images (sqrt(2) x one's, at the
+    leader's accuracy). Why this margin: two candidates equally good would differ by more on one seed's validation
+    set with probability under 0.3% at z = 3 from its sampling alone (seeds add more spread, never less), so a
+    pruned candidate is one the further seeds could hardly have made the choice. ``prune_z`` 0: none pruned."""
+    if prune_z <= 0 or len(first_scores) < 2:
+        return set()
+    leader = max(r["val_acc"] for r in first_scores.values())
+    margin = prune_z * math.sqrt(2) * accuracy_se(leader, n_val)
+    return {lr for lr, r in first_scores.items() if leader - r["val_acc"] > margin}
 
 
 def keep_run(result: dict, tracker) -> dict:
@@ -192,20 +219,50 @@ def keep_run(result: dict, tracker) -> dict:
     return result | test
 
 
-def seed_protocol(run, lrs: list[float | None], seeds: list[int]) -> tuple[dict[int, dict], dict[str, dict]]:
-    """The learning-rate protocol of the curve: the first seed at every learning rate of the arm's grid
-    (``[None]`` for a probe, which chooses its own ridge), the run with the best validation score kept
-    (:func:`choose_lr`), the other seeds at its learning rate; each kept run's test set scored once
-    (:func:`keep_run`). ``run(seed, lr)`` trains one run and returns its result and tracker.
+def trial(results: list[tuple[dict, object]], seeds: list[int], choice: Choice, dropped: bool) -> dict:
+    """A learning rate's record in ``lr_trials``: its mean validation score and, where the choice uses several
+    seeds, each seed's score and whether it was pruned (with one choice seed: the score alone, as the protocol
+    wrote it before choices used several)."""
+    record = mean_score([r for r, _ in results])
+    if choice.seeds == 1:
+        return record
+    scores = [{k: r[k] for k in ("val_acc", "val_loss")} for r, _ in results]
+    return record | {"seeds": {str(seed): score for seed, score in zip(seeds, scores, strict=False)}, "pruned": dropped}
 
-    The choice is made on the first seed alone, so the other seeds are fresh draws for the interval.
-    Returns the kept runs by seed and the first seed's validation score at each learning rate."""
-    first, *others = seeds
-    candidates = [run(first, lr) for lr in lrs]
-    trials = {} if lrs == [None] else {
-        f"{c['lr']:g}": {"val_acc": c["val_acc"], "val_loss": c["val_loss"]} for c, _ in candidates
-    }  # fmt: skip
-    runs = {first: keep_run(*choose_lr(candidates))}
+
+@dataclass(frozen=True)
+class Choice:
+    """How a trained arm chooses its learning rate (``data_hunger.choice_seeds`` and ``prune_z``): every
+    candidate trains on the first seed; those :func:`pruned` stop there; the others train on the rest of the
+    first ``seeds`` seeds; the best mean validation score chooses. ``n_val``: the validation images."""
+
+    seeds: int = 1
+    prune_z: float = 0.0
+    n_val: int = 1
+
+
+def seed_protocol(
+    run, lrs: list[float | None], seeds: list[int], choice: Choice = Choice()
+) -> tuple[dict[int, dict], dict[str, dict]]:
+    """The learning-rate protocol of the curve: every learning rate of the arm's grid (``[None]`` for a probe,
+    which chooses its own ridge) trains on the first ``choice.seeds`` seeds, less those the first seed's
+    validation scores prune (:func:`pruned`); the candidate with the best mean validation score is chosen
+    (:func:`choose_lr`, :func:`mean_score`), its runs kept, and the other seeds train at its rate. Each kept run's
+    test set is scored once (:func:`keep_run`); the test set chooses nothing. ``run(seed, lr)`` trains one run
+    and returns its result and tracker.
+
+    Returns the kept runs by seed and, per learning rate, its mean validation score over the seeds it trained on,
+    each seed's score and whether it was pruned."""
+    choosing, others = seeds[: choice.seeds], seeds[choice.seeds :]
+    first = {lr: run(choosing[0], lr) for lr in lrs}
+    # pruning spares a candidate its further choice seeds: with one, there are none to spare
+    prune_z = choice.prune_z if len(choosing) > 1 else 0.0
+    dropped = pruned({lr: result for lr, (result, _) in first.items()}, choice.n_val, prune_z)
+    trained = {lr: [first[lr]] + ([] if lr in dropped else [run(seed, lr) for seed in choosing[1:]]) for lr in lrs}
+    candidates = [(mean_score([r for r, _ in trained[lr]]), lr) for lr in lrs if lr not in dropped]
+    chosen = choose_lr(candidates)[1]
+    runs = {seed: keep_run(*pair) for seed, pair in zip(choosing, trained[chosen], strict=True)}
     for seed in others:
-        runs[seed] = keep_run(*run(seed, runs[first].get("lr")))
+        runs[seed] = keep_run(*run(seed, chosen))
+    trials = {} if lrs == [None] else {f"{lr:g}": trial(trained[lr], choosing, choice, lr in dropped) for lr in lrs}
     return runs, trials

@@ -150,6 +150,10 @@ class _DataHungerShared:
     # comparisons.json gives them Holm's step-down over this family alone beside the whole family's
     primary_comparisons: list[str]
     primary_points: list[int]
+    # the learning rate's choice (pipeline.arms.protocol.Choice): every candidate on the first choice_seeds seeds,
+    # the best mean validation score chosen; a candidate prune_z standard errors behind on the first seed stops there
+    choice_seeds: int
+    prune_z: float
     batch_size: int
     max_epochs: int  # the budget: a run's step cap and its schedule's span, in passes over its training set...
     min_steps: int  # ... and never fewer steps than this (at 10 per class an epoch is one step)
@@ -193,6 +197,8 @@ class _DataHungerShared:
         require(all(0 < f <= 1 for f in self.paper_fractions), f"{key}.paper_fractions", "must be in (0, 1]")
         for name in ("batch_size", "max_epochs", "min_steps", "scores", "patience", "cap_factor"):
             require(getattr(self, name) >= 1, f"{key}.{name}", f"must be at least 1, got {getattr(self, name)}")
+        require(self.choice_seeds >= 1, f"{key}.choice_seeds", f"must be at least 1, got {self.choice_seeds}")
+        require(self.prune_z >= 0, f"{key}.prune_z", f"must be 0 (no pruning) or more, got {self.prune_z}")
         require(0 < self.cooldown_fraction <= 1, f"{key}.cooldown_fraction",
                 f"must be in (0, 1], got {self.cooldown_fraction}")  # fmt: skip
         require(self.patience < self.scores, f"{key}.patience",
@@ -314,6 +320,9 @@ class Params:
         require(self.masked_patch.stretch_shots in self.pretraining_scale.shots, "masked_patch.stretch_shots",
                     f"must be one of pretraining_scale.shots {self.pretraining_scale.shots}, got "
                f"{self.masked_patch.stretch_shots}")  # fmt: skip
+        choice_seeds = self.data_hunger.choice_seeds
+        require(choice_seeds <= len(self.seeds), "data_hunger.choice_seeds",
+                f"must be at most the number of seeds ({len(self.seeds)}), got {choice_seeds}")  # fmt: skip
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if dataclasses.is_dataclass(value):

@@ -153,6 +153,21 @@ def ablation_table(ablation: dict) -> str:
     return "\n".join(lines)
 
 
+def collapse_table(collapse: dict) -> str:
+    """Seed 000's recipe and each change toward the protocol: test accuracy, collapse, steps, and the paired
+    difference against seed 000's recipe with its 95% interval."""
+    lines = [
+        "| change | test accuracy (mean ± std) | collapse | steps | against seed 000's recipe (95% interval) |",
+        "|---|---|---|---|---|",
+    ]
+    for name in collapse["order"]:
+        r, d = collapse["runs"][name], collapse["against_seed"].get(name)
+        against = f"{signed(d['mean'])} [{signed(d['low'])}, {signed(d['high'])}], {d['verdict']}" if d else "-"
+        lines.append(f"| `{name}`: {collapse['changes'][name]['description']} | **{mean_std(r['test_acc'])}** "
+                     f"| {r['collapse']['mean']:.2f} | {r['steps']['mean']:.0f} | {against} |")  # fmt: skip
+    return "\n".join(lines)
+
+
 def pretraining_table(scale: dict) -> str:
     """Few-shot test accuracy per pretraining size and shots, ViT against the small ResNet, with their pool test
     accuracy; the pixel probe and the masked-patch ViT below."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pipeline.core.arm_registry import REGISTRY
 from pipeline.results.report_tables import signed, slopes_reading
+from pipeline.results.stats import paired_difference
 
 
 def comparisons_table(comparisons: dict) -> str:
@@ -83,8 +84,9 @@ def _by_pair(cells: list[tuple[str, str, dict]]) -> str:
 
 
 def answer(
-    evaluate: dict, curve: dict, comparisons: dict, second_runs: dict[str, dict], scale: dict | None = None
-) -> str:
+    evaluate: dict, curve: dict, comparisons: dict, second_runs: dict[str, dict], scale: dict | None = None,
+    collapse: dict | None = None,
+) -> str:  # fmt: skip
     """The README's first screen: what the committed run says, each sentence's numbers from the committed files.
     A verdict *holds* where its 95% interval excludes zero, Holm's step-down over every comparison keeps it, and
     no second run reached another verdict at that size; it is *unsettled* where one of those fails."""
@@ -121,6 +123,8 @@ def answer(
     ]
     if primary_sentence(comparisons):
         lines.append(primary_sentence(comparisons))
+    if collapse:
+        lines.append(collapse_sentence(collapse))
     if scale and "slopes" in scale:
         sizes = sorted(scale["vit"], key=int)
         lines.append(
@@ -143,6 +147,40 @@ def verdict_table(comparisons: dict, second_runs: dict[str, dict]) -> str:
                     f"[{signed(d['low'])}, {signed(d['high'])}] | {d['verdict']} | {d.get('holm', '')} | "
                     f"{d.get('holm_primary', '')} | {elsewhere} |")  # fmt: skip
     return "\n".join(rows)
+
+
+def collapse_sentence(collapse: dict) -> str:
+    """The collapse isolated: which single change of seed 000's recipe toward the protocol lifts its ViT from
+    scratch off chance, each as a paired difference against the recipe, and the protocol's all at once."""
+    seed, changes = collapse["runs"]["seed"], collapse["against_seed"]
+    single = [name for name in collapse["order"] if name not in ("seed", "protocol")]
+    lifts = [name for name in single if changes[name]["verdict"] == "ahead"]
+
+    def phrase(name: str) -> str:
+        d = changes[name]
+        return f"{name.replace('_', ' ')} {signed(d['mean'])} [{signed(d['low'])}, {signed(d['high'])}]"
+
+    protocol = changes["protocol"]
+    sentence = (
+        f"- **The collapse, one change at a time** (seed 000's recipe at {collapse['n_train_per_class']} per class, "
+        f"{len(collapse['seeds'])} seeds, each change paired with the recipe): the recipe scores "
+        f"{seed['test_acc']['mean']:.3f} (collapse {seed['collapse']['mean']:.2f}); "
+        + (f"alone, only {', '.join(phrase(n) for n in lifts)} lift{'s' if len(lifts) == 1 else ''} it "
+           f"(the interval above 0)" if lifts else "no single change lifts it (every interval includes 0 or is "
+           "below it)")
+        + f"; the others: {', '.join(phrase(n) for n in single if n not in lifts)}; all of them together, the "
+        f"protocol: {signed(protocol['mean'])} [{signed(protocol['low'])}, {signed(protocol['high'])}]."
+    )  # fmt: skip
+    if not lifts:
+        return sentence + " No single difference from the protocol explains the collapse; only their sum does."
+    best = max(lifts, key=lambda name: changes[name]["mean"])
+    rest = paired_difference(collapse["runs"]["protocol"]["test_acc"]["per_seed"],
+                             collapse["runs"][best]["test_acc"]["per_seed"])  # fmt: skip
+    return sentence + (
+        f" What this shows: the collapse is chiefly too little training ({best.replace('_', ' ')} alone leaves "
+        f"chance), and the other changes, none enough alone, add {signed(rest['mean'])} "
+        f"[{signed(rest['low'])}, {signed(rest['high'])}] on top of it together (paired)."
+    )
 
 
 def primary_sentence(comparisons: dict) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sys
 
-from pipeline.arms.protocol import PER_RUN, Curve, point_summary, seed_protocol
+from pipeline.arms.protocol import PER_RUN, Choice, Curve, point_summary, seed_protocol
 from pipeline.core.arm_registry import ARMS, REGISTRY, TRAINED, arm_module
 from pipeline.core.config import Params
 from pipeline.core.entry import stage_main
@@ -44,7 +44,10 @@ def run_point(params: Params, arm: str, point: int, shared: dict | None = None) 
     data = shared[module.point_data]
     n = data.n
     lrs = getattr(params.data_hunger, arm).lrs if arm in TRAINED else [None]
-    first, *others = params.seeds
+    cfg = params.data_hunger
+    choice = Choice(cfg.choice_seeds, cfg.prune_z, len(data.val))
+    most = len(lrs) * choice.seeds + len(params.seeds) - choice.seeds  # fewer where the first seed prunes
+    done: list[str] = []
     with stage_tracker(params, f"sweep-{arm}-{n}", runtime=runtime, dvc_stage=REGISTRY[arm].dvc_stage, arm=arm,
                        n_train_per_class=str(n), point=str(point)) as stage:  # fmt: skip
 
@@ -56,12 +59,12 @@ def run_point(params: Params, arm: str, point: int, shared: dict | None = None) 
                 for record in result.get("curve", []):
                     tracker.log_record(record, step="step")
                 tracker.log_metrics({k: float(result[k]) for k in PER_RUN if k in result})
-            done = lrs.index(lr) + 1 if seed == first else len(lrs) + others.index(seed) + 1
-            log.info(f"{name} (run {done} of {len(lrs) + len(others)}): val_acc {result['val_acc']:.4f}, "
+            done.append(name)
+            log.info(f"{name} (run {len(done)} of at most {most}): val_acc {result['val_acc']:.4f}, "
                      f"best step {result.get('best_step', '-')} of {result.get('steps', '-')}")  # fmt: skip
             return result, tracker
 
-        runs, trials = seed_protocol(run, lrs, params.seeds)
+        runs, trials = seed_protocol(run, lrs, params.seeds, choice)
         accuracies = [r["test_acc"] for r in runs.values()]
         stage.log_metrics({"test_acc_mean": sum(accuracies) / len(accuracies)}, step=n)
     regs = params.data_hunger.probe_regs

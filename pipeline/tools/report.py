@@ -2,8 +2,8 @@
 (or `vit-report`, or `make results`).
 
 The headline table comes from metrics/evaluate.json (seed 000's two arms, then the protocol's arms at the
-headline size), the data-hunger curve and its runs from metrics/data_hunger.json, and the collapse study
-from metrics/ablation.json.
+headline size), the data-hunger curve and its runs from metrics/data_hunger.json, and the collapse studies
+from metrics/ablation.json and metrics/collapse.json.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pipeline.core.files import read_json, write_text
 from pipeline.results.report_tables import (
     ablation_table,
     backbone_data_table,
+    collapse_table,
     curve_table,
     grid_edges_table,
     precision_table,
@@ -42,9 +43,10 @@ def generated_blocks() -> dict[str, str]:
     metrics, curve = read_metrics("evaluate.json"), read_metrics("data_hunger.json")
     ablation, comparisons = read_metrics("ablation.json"), read_metrics("comparisons.json")
     scale, second_runs = read_metrics("pretraining_scale.json"), {file: read_metrics(file) for file in SECOND_RUNS}
+    collapse = read_metrics("collapse.json")
     named_runs = {name: second_runs[file] for file, name in SECOND_RUNS.items()}
     return {
-        "answer": answer(metrics, curve, comparisons, named_runs, scale),
+        "answer": answer(metrics, curve, comparisons, named_runs, scale, collapse),
         "verdicts": verdict_table(comparisons, named_runs),
         "headline": results_table(metrics),
         "curve": (f"Test accuracy ({curve['n_test']} test images), mean ± std over {len(comparisons['seeds'])} seeds, "
@@ -58,6 +60,9 @@ def generated_blocks() -> dict[str, str]:
         "precision_zen4": precision_table(second_runs["precision_change_zen4.json"]),
         "runs": runs_table(curve),
         "grid_edges": grid_edges_table(read_metrics("grid_edges.json")),
+        "collapse": (f"ViT from scratch on {collapse['n_train']} images ({collapse['n_train_per_class']} per class), "
+                     f"{len(collapse['seeds'])} seeds; the protocol's lr {collapse['protocol_lr']:g}, chosen on "
+                     f"validation by the curve at this size.\n\n" + collapse_table(collapse)),
         "ablation": (f"ViT from scratch on {ablation['n_train']} images, {ablation['epochs']} epochs at lr "
                      f"{ablation['lr']:g}.\n\n" + ablation_table(ablation)),
     }  # fmt: skip

@@ -20,7 +20,7 @@ from pipeline.data import subsets as curve
 from pipeline.models.resnet import small_resnet
 from pipeline.models.vit import ViT, vit_config
 from pipeline.results import figures as plotting
-from pipeline.stages import ablation, data_hunger, plot, sweep
+from pipeline.stages import ablation, collapse, data_hunger, plot, sweep
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -53,6 +53,7 @@ def tiny_project(curve_project, monkeypatch):
 
     monkeypatch.setattr(sweep, "stage_tracker", no_tracking)  # MLflow is covered by tests/stages/test_e2e.py
     monkeypatch.setattr(ablation, "stage_tracker", no_tracking)
+    monkeypatch.setattr(collapse, "stage_tracker", no_tracking)
     return curve_project
 
 
@@ -249,3 +250,44 @@ def test_plot_stage_without_its_inputs_names_the_missing_file_in_one_line(tiny_p
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines == ["error in stage plot: metrics/evaluate.json is missing; run `dvc repro` (an earlier stage "
                      "makes it)"]  # fmt: skip
+
+
+def test_collapse_stage_changes_seed_000s_recipe_one_setting_at_a_time_and_pairs_each_with_it(
+    tiny_project, monkeypatch
+):
+    params = tiny_params(scratch={"lrs": [0.001, 0.003], "schedule": "plateau", "weight_decay": 0.05},
+                         headline_point=2)  # fmt: skip
+    seed_recipe = dataclasses.replace(params.train_scratch.paper, epochs=2, batch_size=8)
+    params = dataclasses.replace(params, train_scratch=dataclasses.replace(params.train_scratch, paper=seed_recipe))
+    monkeypatch.setattr(sweep, "load_params", lambda: params)
+    monkeypatch.setattr(sys, "argv", ["sweep", "scratch", "2"])
+    sweep.main()  # the curve's point, whose lr the protocol's changes take
+    monkeypatch.setattr(collapse, "load_params", lambda: params)
+    collapse.main()
+    summary = json.loads(collapse.OUTPUT.read_text())
+    assert summary["order"] == list(scratch_arm.TOWARD_PROTOCOL) and summary["protocol_lr"] in (0.001, 0.003)
+    seed, changes = summary["changes"]["seed"]["recipe"], summary["changes"]
+    assert seed["optimizer"] == "adam" and seed["weight_decay"] == params.train_scratch.paper.weight_decay
+    for name, change in changes.items():  # one setting differs from seed 000's, or (protocol) every one
+        differs = {key for key, value in change["recipe"].items() if value != seed[key]}
+        assert differs == {
+            "seed": set(), "decoupled_decay": {"optimizer", "weight_decay"}, "lr": {"lr"},
+            "warmup": {"warmup_fraction"}, "clipping": {"grad_clip"}, "plateau_steps": {"validation_rule"},
+            "augment": {"augment"},
+            "protocol": {"optimizer", "weight_decay", "lr", "warmup_fraction", "grad_clip", "validation_rule",
+                         "augment"},
+        }[name] - ({"lr"} if summary["protocol_lr"] == seed["lr"] else set()), name  # fmt: skip
+    for name, runs in summary["runs"].items():
+        assert set(runs) == {"test_acc", "test_loss", "val_acc", "val_loss", "steps", "collapse"}
+        assert (
+            all(a * 6 == round(a * 6) for a in runs["test_acc"]["per_seed"]) and len(runs["test_acc"]["per_seed"]) == 2
+        )
+        if name != "seed":  # paired by seed against seed 000's recipe
+            d, a, b = summary["against_seed"][name], runs["test_acc"]["per_seed"], summary["runs"]["seed"]["test_acc"]
+            assert d["per_seed"] == pytest.approx([x - y for x, y in zip(a, b["per_seed"], strict=True)])
+    epochs = 2 * -(-summary["n_train"] // 8)  # 2 epochs at batch 8
+    assert summary["runs"]["seed"]["steps"]["per_seed"] == [epochs, epochs]
+    # the protocol's run is the curve's own: the same seed's subset, lr, budget and validation rule
+    point = json.loads(curve.point_path("scratch", 2).read_text())
+    if summary["protocol_lr"] == point["lr"]:
+        assert summary["runs"]["protocol"]["test_acc"]["per_seed"] == point["test_acc"]["per_seed"]

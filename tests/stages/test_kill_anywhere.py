@@ -102,12 +102,21 @@ def repro_killed_at(repo: Path, env: dict[str, str], point: KillPoint) -> Killed
             holder = _lock_holder(repo, point.lock) if point.lock else None
             if holder is not None and holder != stale and _alive(holder):
                 left_running = _running_runs(repo)  # by an earlier kill, until a stage marks them KILLED
-                while point.open_run and not _running_runs(repo) - left_running and _alive(holder):
+
+                def holding(holder: int = holder, left_running: set = left_running) -> bool:
+                    # the lock still the holder's and, where asked, one of its runs open
+                    open_run = not point.open_run or bool(_running_runs(repo) - left_running)
+                    return _lock_holder(repo, point.lock) == holder and open_run
+
+                while point.open_run and not holding() and _alive(holder):
                     time.sleep(0.01)
                 time.sleep(point.delay)
+                # A run may end within the delay (the shared sweep's first arm takes a fraction of a second on
+                # the tiny fixture): wait for the holder's next open run rather than kill between two of them.
+                while not holding() and _alive(holder):
+                    time.sleep(0.005)
                 inside = _alive(holder)
-                held = inside and _lock_holder(repo, point.lock) == holder
-                held = held and (not point.open_run or bool(_running_runs(repo) - left_running))
+                held = inside and holding()
                 break
             time.sleep(0.01)
         else:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pipeline.arms.protocol import at_edge, choose_lr
 
 
@@ -42,3 +44,69 @@ def test_a_plateau_run_may_train_past_its_budget_to_cap_factor_budgets_and_recor
     cosine_params = tiny_params(scratch={"schedule": "cosine"}).data_hunger
     cosine = scratch_arm.run_seed(Curve("paper", "tiny", "tiny", "supervised", cosine_params, 8, CPU), data_, 0, 0.001)
     assert "cap" not in cosine and "decay_step" not in cosine and cosine["budget"] == 6
+
+
+class FakeRuns:
+    """``run(seed, lr)`` for seed_protocol without training: the validation accuracy a table gives, a test score
+    that records being read, and every call in order."""
+
+    def __init__(self, val_acc: dict[tuple[int, float], float]):
+        self.val_acc, self.calls, self.scored = val_acc, [], []
+
+    def __call__(self, seed: int, lr: float | None) -> tuple[dict, object]:
+        self.calls.append((seed, lr))
+        acc = self.val_acc[(seed, lr)]
+
+        def score() -> dict:
+            self.scored.append((seed, lr))
+            return {"test_acc": acc}
+
+        return {"lr": lr, "val_acc": acc, "val_loss": 1 - acc, "score": score}, Tracker()
+
+
+class Tracker:
+    def log_metrics(self, metrics: dict) -> None:
+        pass
+
+
+def table(by_lr: dict[float, list[float]]) -> dict[tuple[int, float], float]:
+    return {(seed, lr): acc for lr, accs in by_lr.items() for seed, acc in enumerate(accs)}
+
+
+def test_with_three_choice_seeds_the_best_mean_chooses_its_runs_are_kept_and_only_the_other_seeds_train_again():
+    from pipeline.arms.protocol import Choice, seed_protocol
+
+    # seed 0 alone would choose 0.01 (0.80); the mean over seeds 0-2 chooses 0.001 (0.76 against 0.70)
+    runs = FakeRuns(table({0.001: [0.78, 0.75, 0.75, 0.7, 0.7], 0.01: [0.80, 0.65, 0.65, 0.6, 0.6]}))
+    kept, trials = seed_protocol(runs, [0.001, 0.01], [0, 1, 2, 3, 4], Choice(seeds=3, prune_z=0.0, n_val=1500))
+    assert {seed: run["lr"] for seed, run in kept.items()} == dict.fromkeys(range(5), 0.001)
+    assert sorted(runs.calls) == sorted([(s, lr) for s in (0, 1, 2) for lr in (0.001, 0.01)] + [(3, 0.001), (4, 0.001)])
+    assert sorted(runs.scored) == [(s, 0.001) for s in range(5)]  # the test set: kept runs only, once each
+    assert trials["0.001"]["val_acc"] == pytest.approx(0.76) and trials["0.01"]["val_acc"] == pytest.approx(0.70)
+    assert set(trials["0.01"]["seeds"]) == {"0", "1", "2"} and trials["0.01"]["pruned"] is False
+
+
+def test_a_candidate_far_behind_on_the_first_seed_is_pruned_before_its_other_choice_seeds():
+    from pipeline.arms.protocol import Choice, accuracy_se, pruned, seed_protocol
+
+    # 1,500 validation images at 0.80: one accuracy's standard error 1.03 points, a difference's 1.46; z 3: 4.4
+    assert accuracy_se(0.8, 1500) == pytest.approx(0.01033, abs=1e-5)
+    first = {0.001: {"val_acc": 0.80}, 0.01: {"val_acc": 0.76}, 0.1: {"val_acc": 0.75}}
+    assert pruned(first, 1500, 3.0) == {0.1} and pruned(first, 1500, 0.0) == set()
+    runs = FakeRuns(table({0.001: [0.80, 0.7, 0.7], 0.01: [0.76, 0.75, 0.75], 0.1: [0.75, 0.9, 0.9]}))
+    kept, trials = seed_protocol(runs, [0.001, 0.01, 0.1], [0, 1, 2], Choice(seeds=3, prune_z=3.0, n_val=1500))
+    assert (1, 0.1) not in runs.calls and (2, 0.1) not in runs.calls  # pruned: its better later seeds never ran
+    assert trials["0.1"]["pruned"] is True and set(trials["0.1"]["seeds"]) == {"0"}
+    assert {run["lr"] for run in kept.values()} == {0.01}  # mean 0.753 against 0.733
+
+
+def test_one_choice_seed_is_the_first_seed_rule_and_writes_the_trials_as_before():
+    from pipeline.arms.protocol import Choice, seed_protocol
+
+    runs = FakeRuns(table({0.001: [0.5, 0.9], 0.01: [0.6, 0.1]}))
+    kept, trials = seed_protocol(runs, [0.001, 0.01], [0, 1], Choice(seeds=1, prune_z=3.0, n_val=6))
+    assert runs.calls == [(0, 0.001), (0, 0.01), (1, 0.01)]
+    assert trials == {"0.001": {"val_acc": 0.5, "val_loss": 0.5}, "0.01": {"val_acc": 0.6, "val_loss": 0.4}}
+    probe = FakeRuns({(0, None): 0.5, (1, None): 0.6})
+    kept, trials = seed_protocol(probe, [None], [0, 1], Choice(seeds=2, prune_z=3.0, n_val=6))
+    assert probe.calls == [(0, None), (1, None)] and trials == {} and set(kept) == {0, 1}
