@@ -281,7 +281,8 @@ def paper_params(ctx: Context, model: str, base: str, archive: bytes, weights: b
         "validation": {"paper_per_class": 2},
         # 6 training images per class, 2 of them validation: the curve's one point is 4 per class
         "data_hunger": {"points": [0], "paper_fractions": [1.0], "offline_sizes": [10], "headline_point": 0,
-                        "max_epochs": 1, "min_steps": 2, "scores": 2, "patience": 1, "batch_size": 4, **one_lr},
+                        "max_epochs": 1, "min_steps": 2, "scores": 2, "patience": 1, "plateau_window": 1,
+                        "batch_size": 4, **one_lr},
     }  # fmt: skip
 
 

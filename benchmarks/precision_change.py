@@ -1,6 +1,8 @@
-"""Do the curve's readings survive a second run in another precision (or on another CPU kind)?
+"""Do the curve's readings survive a second run in another precision (or on another CPU kind), or a replication
+with fresh seeds?
 
     python benchmarks/precision_change.py OTHER_DIR > metrics/precision_change.json
+    python benchmarks/precision_change.py metrics/replication > metrics/replication/comparison.json
 
 OTHER_DIR holds point files (``<arm>_<point>.json``, as ``python -m pipeline.stages.sweep <arm> <point>`` writes
 them) of a second run of the committed protocol, e.g. with ``runtime.precision: fp32`` where the committed run
@@ -10,6 +12,9 @@ difference and its 95% t interval in each run, whether the verdict (ahead / leve
 whether the two intervals overlap. ``all_hold`` is true when every verdict is the same and every pair of
 intervals overlaps: what a change of precision may move is the last bits, not a conclusion. ``grids`` names the
 arms and sizes whose learning-rate grid differs between the runs (a second run made before a grid was widened).
+``flipped`` counts the comparisons ahead in one run and behind in the other. Where the second run's seeds are
+disjoint from the committed run's (a replication: ``seeds: [5, 6, 7, 8, 9]``, issue 37), each comparison also
+has ``pooled``: the paired difference over both runs' seeds together.
 
 Where OTHER_DIR also holds the second run's ``pretraining_scale.json`` (a full run), the pretraining-size axis's
 paired comparisons (``comparisons`` there: backbones against each other and the pixel probe, the masked-patch
@@ -92,7 +97,13 @@ def compare_runs(reference: dict[str, dict[str, dict]], other: dict[str, dict[st
             differences = (paired_difference(run[n][a]["test_acc"]["per_seed"], run[n][b]["test_acc"]["per_seed"])
                            for run in (reference, other))  # fmt: skip
             comparisons[n][f"{a}-{b}"] = side_by_side(*differences)
+            if fresh_seeds(reference[n][a], other[n][a]):  # a replication: both runs' seeds pooled, paired by seed
+                pooled = [run[n][arm]["test_acc"]["per_seed"] for run in (reference, other) for arm in (a, b)]
+                comparisons[n][f"{a}-{b}"]["pooled"] = interval(paired_difference(pooled[0] + pooled[2],
+                                                                                  pooled[1] + pooled[3]))  # fmt: skip
     held = [c["same_verdict"] and c["overlap"] for by_pair in comparisons.values() for c in by_pair.values()]
+    flipped = [c for by_pair in comparisons.values() for c in by_pair.values()
+               if {c["reference"]["verdict"], c["other"]["verdict"]} == {"ahead", "behind"}]  # fmt: skip
     return {
         "grids": differing_grids(reference, other),
         "runtime": {name: sorted(values) for name, values in runtimes.items()},
@@ -100,8 +111,15 @@ def compare_runs(reference: dict[str, dict[str, dict]], other: dict[str, dict[st
         "comparisons": comparisons,
         "compared": len(held),
         "held": sum(held),
+        "flipped": len(flipped),  # ahead in one run, behind in the other
         "all_hold": all(held) and bool(held),
     }
+
+
+def fresh_seeds(reference: dict, other: dict) -> bool:
+    """Whether two point files ran disjoint seeds (a replication, whose per-seed scores may be pooled) rather
+    than the same seeds again (a rerun in another precision or on another CPU kind)."""
+    return not set(reference["runs"]) & set(other["runs"])
 
 
 def compare_verdicts(reference: dict[str, dict[str, dict]], other: dict[str, dict[str, dict]]) -> dict:

@@ -155,7 +155,7 @@ def tiny_params(**data_hunger_values):
             "seeds": [0, 1],
             "paper": {"model": "tiny", "backbone_model": "tiny"},
             "data_hunger": {"paper_fractions": FRACTIONS, "max_epochs": 1, "min_steps": 6, "scores": 3,
-                            "patience": 1,
+                            "patience": 1, "plateau_window": 1,
                             "batch_size": 4, **data_hunger_values},
         }
     )  # fmt: skip

@@ -31,7 +31,7 @@ def write_fixture(repo: Path, runtime: dict | None = None) -> None:
         train_scratch={"offline": {"epochs": 1, "batch_size": 8}},
         linear_probe={"offline": {"epochs": 1, "batch_size": 8}},
         data_hunger={"points": [0, 1], "offline_sizes": [1, 2], "paper_fractions": [0.5, 1.0], "headline_point": 1,
-                     "max_epochs": 1, "min_steps": 2, "scores": 2, "patience": 1, "batch_size": 4,
+                     "max_epochs": 1, "min_steps": 2, "scores": 2, "patience": 1, "plateau_window": 1, "batch_size": 4,
                      "cnn_widths": [4, 8, 8, 8],
                      "scratch": {"lrs": [0.001]}, "cnn": {"lrs": [0.001]}, "finetune": {"lrs": [0.0001]}},
     )  # fmt: skip

@@ -9,7 +9,7 @@ import dataclasses
 
 import torch
 
-from pipeline.arms.protocol import Curve, Point, load_point, probe_record
+from pipeline.arms.protocol import Curve, Point, for_seed, load_point, probe_record
 from pipeline.core.arm_registry import REGISTRY
 from pipeline.data.images import ImageSet, batch_preparer
 from pipeline.data.subsets import seed_subset
@@ -23,24 +23,26 @@ VIEW = REGISTRY["linear"].view
 
 
 def point_data(curve: Curve, point: int) -> Point:
-    """The point's sets, with the frozen backbone's features of validation and test computed once."""
+    """The point's sets, with each frozen backbone's features of validation and test computed once."""
     data = load_point(curve, VIEW, point)
     runtime, batch = curve.runtime, curve.eval_batch_size
-    backbone = load_backbone(curve.backbone_model, runtime, curve.backbone_source)
-    return dataclasses.replace(
-        data,
-        backbone=backbone,
-        val_features=extract_features(backbone, data.val.images, runtime, batch, data.score),
-        test_features=extract_features(backbone, data.test.images, runtime, batch, data.score),
-    )
+    by_backbone = []
+    for index in range(curve.backbones):
+        backbone = load_backbone(curve.backbone_model, runtime, curve.backbone_source, index)
+        by_backbone.append((backbone, extract_features(backbone, data.val.images, runtime, batch, data.score),
+                            extract_features(backbone, data.test.images, runtime, batch, data.score)))  # fmt: skip
+    backbone, val_features, test_features = by_backbone[0]
+    return dataclasses.replace(data, backbone=backbone, val_features=val_features, test_features=test_features,
+                               by_backbone=tuple(by_backbone) if curve.backbones > 1 else ())  # fmt: skip
 
 
 def seed_probe(curve: Curve, data: Point, seed: int) -> tuple[Probe, torch.Tensor, ImageSet]:
-    """The few-shot probe on the frozen features of this seed's subset; returns it, those features and the subset.
-    Fitted once per seed and point: fine-tuning's lr trials start from the same probe."""
+    """The few-shot probe on the frozen features of this seed's subset (through its backbone,
+    :func:`protocol.for_seed`); returns it, those features and the subset. Fitted once per seed and point:
+    fine-tuning's lr trials start from the same probe."""
     fitted = data.probes
     if seed not in fitted:
-        fitted[seed] = fit_seed_probe(curve, data, seed)
+        fitted[seed] = fit_seed_probe(curve, for_seed(data, seed)[0], seed)
     return fitted[seed]
 
 
@@ -56,7 +58,8 @@ def fit_seed_probe(curve: Curve, data: Point, seed: int) -> tuple[Probe, torch.T
 def run_seed(curve: Curve, data: Point, seed: int, lr: float | None = None) -> dict:
     """The probe on this seed's subset; ``lr`` is unused (a closed form has none)."""
     probe, features, train_set = seed_probe(curve, data, seed)
-    return probe_record(probe, (features, train_set.labels), data)
+    seen, index = for_seed(data, seed)
+    return probe_record(probe, (features, train_set.labels), seen) | ({} if index is None else {"backbone": index})
 
 
 def evaluate_linear(

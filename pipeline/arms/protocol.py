@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ class Curve:
     config: DataHungerConfig  # sizes, the validation rule, batch size and each arm's optimiser
     eval_batch_size: int
     runtime: Runtime
+    backbones: int = 1  # the transfer arms' pretrained backbones: seed i uses backbone i mod backbones
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,20 @@ class Point:
     test_features: torch.Tensor | None = None
     # seed -> the linear arm's fitted probe, kept for fine-tuning's lr trials (a cache: the point stays the same)
     probes: dict = field(default_factory=dict)
+    # where the curve has several backbones (Curve.backbones > 1): each one's (backbone, val_features,
+    # test_features), of which the fields above hold backbone 0's; :func:`for_seed` picks a seed's
+    by_backbone: tuple = ()
+
+
+def for_seed(data: Point, seed: int) -> tuple[Point, int | None]:
+    """The point as seed ``seed``'s transfer runs see it: with its backbone, ``seed mod k`` of the point's k
+    backbones, and that backbone's features; and the backbone's index (None: the point has one backbone)."""
+    if len(data.by_backbone) < 2:
+        return data, None
+    index = seed % len(data.by_backbone)
+    backbone, val_features, test_features = data.by_backbone[index]
+    return dataclasses.replace(data, backbone=backbone, val_features=val_features,
+                               test_features=test_features), index  # fmt: skip
 
 
 def load_point(curve: Curve, view: str, point: int) -> Point:
@@ -88,7 +104,8 @@ def fit_seed(
     history, best = train_until_plateau(
         model, train_set.images, train_set.labels, recipe, runtime, generator,
         val=(data.val.images, data.val.labels),
-        stopping=Stopping(eval_every, cfg.patience, score_at_start=True, cooldown_fraction=cfg.cooldown_fraction),
+        stopping=Stopping(eval_every, cfg.patience, score_at_start=True, cooldown_fraction=cfg.cooldown_fraction,
+                          window=cfg.plateau_window),
         prepare=data.prepare,
         recording=Recording(eval_batch_size=curve.eval_batch_size, description=f"{arm} seed {seed} lr {lr:g}"),
     )  # fmt: skip

@@ -159,6 +159,7 @@ class _DataHungerShared:
     min_steps: int  # ... and never fewer steps than this (at 10 per class an epoch is one step)
     scores: int  # validation scores per run, evenly spaced over the budget, besides step 0's
     patience: int  # validation scores without a better one before a run stops (plateau: before its cooldown)
+    plateau_window: int  # plateau schedule: scores in each of the two windows whose means its rule compares
     cap_factor: int  # plateau schedule: a run may train up to this many budgets before it must stop
     cooldown_fraction: float  # plateau schedule: the decay's length, as a fraction of the steps before it
     probe_regs: list[float]  # the few-shot probe's ridge grid, times the mean eigenvalue of X^T X
@@ -197,6 +198,9 @@ class _DataHungerShared:
         require(all(0 < f <= 1 for f in self.paper_fractions), f"{key}.paper_fractions", "must be in (0, 1]")
         for name in ("batch_size", "max_epochs", "min_steps", "scores", "patience", "cap_factor"):
             require(getattr(self, name) >= 1, f"{key}.{name}", f"must be at least 1, got {getattr(self, name)}")
+        require(self.plateau_window >= 1 and 2 * self.plateau_window <= self.scores, f"{key}.plateau_window",
+                f"must be at least 1 and at most half of data_hunger.scores ({self.scores}), got "
+                f"{self.plateau_window}")  # fmt: skip
         require(self.choice_seeds >= 1, f"{key}.choice_seeds", f"must be at least 1, got {self.choice_seeds}")
         require(self.prune_z >= 0, f"{key}.prune_z", f"must be 0 (no pruning) or more, got {self.prune_z}")
         require(0 < self.cooldown_fraction <= 1, f"{key}.cooldown_fraction",
@@ -261,9 +265,15 @@ class MaskedPatchConfig(EpochRecipe):
     # its few-shot probe at stretch_shots beats the pixel probe on the test set, paired interval above zero
     stretch_epochs: int
     stretch_shots: int
+    # issue 37's backbone variance: more pretraining seeds of this recipe (stage masked_patch_seeds); the curve's
+    # seed i uses backbone i mod k, k = 1 + len(extra_seeds), backbone 0 the masked_patch stage's
+    extra_seeds: list[int]
 
     def validate(self, key: str) -> None:
         super().validate(key)
+        seeds = [self.seed, *self.extra_seeds]
+        require(len(set(seeds)) == len(seeds), f"{key}.extra_seeds",
+                f"must not repeat a seed or {key}.seed ({self.seed}), got {self.extra_seeds}")  # fmt: skip
         require(0 < self.mask_fraction < 1, f"{key}.mask_fraction", "must be in (0, 1)")
         require(1 <= self.bits <= 8, f"{key}.bits", "must be between 1 and 8")
         require(self.stretch_epochs > self.epochs, f"{key}.stretch_epochs",
@@ -311,7 +321,8 @@ class Params:
         require(len(set(self.seeds)) == len(self.seeds), "seeds", "must not repeat a seed")
         # torch.Generator.manual_seed takes 0 <= seed < 2^64, numpy's 0 <= seed < 2^32: the narrower range holds
         for key, values in (("seeds", self.seeds), ("backbone.seed", [self.backbone.seed]),
-                            ("masked_patch.seed", [self.masked_patch.seed])):  # fmt: skip
+                            ("masked_patch.seed", [self.masked_patch.seed]),
+                            ("masked_patch.extra_seeds", self.masked_patch.extra_seeds)):  # fmt: skip
             require(all(0 <= seed < 2**32 for seed in values), key,
                     f"must be seeds from 0 to 4294967295 (numpy's range), got {values}")  # fmt: skip
         require(self.masked_patch.decision_shots in self.pretraining_scale.shots, "masked_patch.decision_shots",
@@ -320,6 +331,10 @@ class Params:
         require(self.masked_patch.stretch_shots in self.pretraining_scale.shots, "masked_patch.stretch_shots",
                     f"must be one of pretraining_scale.shots {self.pretraining_scale.shots}, got "
                f"{self.masked_patch.stretch_shots}")  # fmt: skip
+        require(not self.masked_patch.extra_seeds or self.backbone_source == "masked_patch",
+                "masked_patch.extra_seeds", "pairs the curve's seeds with several masked-patch backbones, but the "
+                f"transfer arms' backbone is {self.backbone_source}: set offline.backbone: masked_patch (offline "
+                "preset) or masked_patch.extra_seeds: []")  # fmt: skip
         choice_seeds = self.data_hunger.choice_seeds
         require(choice_seeds <= len(self.seeds), "data_hunger.choice_seeds",
                 f"must be at most the number of seeds ({len(self.seeds)}), got {choice_seeds}")  # fmt: skip
@@ -337,6 +352,11 @@ class Params:
     def backbone_source(self) -> str:
         """The transfer arms' backbone: offline.backbone, or (paper) torchvision's supervised ImageNet weights."""
         return self.offline.backbone if self.preset == "offline" else "supervised"
+
+    @property
+    def backbone_count(self) -> int:
+        """The transfer arms' backbones on the curve: the masked-patch stage's and one per extra seed."""
+        return 1 + len(self.masked_patch.extra_seeds) if self.backbone_source == "masked_patch" else 1
 
     @property
     def backbone_model_name(self) -> str:

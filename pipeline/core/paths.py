@@ -10,6 +10,8 @@ MODELS = Path("models")
 BACKBONE = MODELS / "backbone.pt"  # supervised: pretrained on the pool (offline) or torchvision's (paper)
 MASKED_PATCH = MODELS / "masked_patch.pt"  # self-supervised: masked patch prediction (offline)
 BACKBONES = {"supervised": BACKBONE, "masked_patch": MASKED_PATCH}  # offline.backbone's choices
+# masked_patch.extra_seeds' backbones, the curve's seed i paired with backbone i mod k (0: MASKED_PATCH)
+MASKED_PATCH_SEEDS = MODELS / "masked_patch_seeds"
 SCRATCH_MODELS = MODELS / "scratch"
 LINEAR_PROBES = MODELS / "linear_probe"
 METRICS = Path("metrics")
@@ -27,6 +29,11 @@ HEADLINE_VIEWS = {"scratch": "scratch", "linear": "pretrained"}
 def prepared_split(view: str, split: str) -> Path:
     """``view`` is one of :data:`VIEWS`; ``split`` is train (paper preset), val or test."""
     return PREPARED / view / f"{split}.pt"
+
+
+def masked_patch_seed(index: int) -> Path:
+    """The masked-patch backbone of ``masked_patch.extra_seeds[index - 1]`` (index 0 is :data:`MASKED_PATCH`)."""
+    return MASKED_PATCH_SEEDS / f"backbone_{index}.pt"
 
 
 def scratch_model(seed: int) -> Path:

@@ -11,16 +11,22 @@ mean patch token (the class token is never trained by this objective).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pipeline.core import paths
 from pipeline.core.config import MaskedPatchConfig
-from pipeline.data.images import ImageSet
-from pipeline.models.vit import ViT
-from pipeline.train.loop import Recording, train
-from pipeline.train.runtime import Runtime
+from pipeline.core.logs import stage_log as log
+from pipeline.data.images import ImageSet, load_split
+from pipeline.data.subsets import SHOTS_KEY, require_per_class, sweep_train_set, val_set
+from pipeline.models.vit import ViT, vit_config
+from pipeline.pretrain.size_axis import few_shot
+from pipeline.pretrain.trunks import Trunk, features
+from pipeline.train.loop import Recording, count_parameters, train
+from pipeline.train.runtime import Runtime, seed_everything
 from pipeline.train.schedule import epoch_recipe
 
 
@@ -95,3 +101,55 @@ def pretrain_masked_patch(
     history = train(model, images.images, images.labels, recipe, runtime, generator, recording=recording,
                     step_loss=step_loss)  # fmt: skip
     return [patch_record(record) for record in history]
+
+
+def pretrain_scored(
+    model_name: str, cfg: MaskedPatchConfig, unlabeled: ImageSet, num_classes: int, runtime: Runtime, tracker,
+    score: Callable[[Trunk], dict],
+) -> tuple[ViT, dict]:  # fmt: skip
+    """One masked-patch pretraining of ``cfg`` (seeded by ``cfg.seed``) of a ViT of preset ``model_name`` on
+    ``unlabeled``, each epoch recorded to the open ``tracker``, then scored by ``score`` (the few-shot probe on
+    its frozen trunk: ``{shots: result}``); returns the ViT and the run's record (its history and scores)."""
+    generator = seed_everything(cfg.seed)
+    vit = ViT(vit_config(model_name, num_classes=num_classes, pool="mean"))
+    model = MaskedPatchModel(vit, cfg.bits).to(runtime.device)
+
+    def report(record: dict) -> None:
+        tracker.log_record(record)
+        log.info(f"masked_patch seed {cfg.seed} epoch {record['epoch']}: loss {record['train_loss']:.4f}, "
+                 f"patch accuracy {record['patch_acc']:.4f}")  # fmt: skip
+
+    history = pretrain_masked_patch(model, unlabeled, cfg, runtime, generator, report)
+    result = score(Trunk(vit.eval()))
+    tracker.log_metrics({f"few_shot_{n}": r["mean"] for n, r in result.items()})
+    log.info(f"masked_patch seed {cfg.seed} few-shot: " + ", ".join(f"{n}/class {r['mean']:.3f}"
+                                                                     for n, r in result.items()))  # fmt: skip
+    record = {"arch": "vit_masked_patch", "n_pretrain": len(unlabeled), "epochs": cfg.epochs,
+              "trained_parameters": count_parameters(model), "history": history, "few_shot": result,
+              "runtime": runtime.describe()}  # fmt: skip
+    return vit, record
+
+
+def masked_patch_inputs(max_shots: int, pool_only: bool) -> tuple[ImageSet, ImageSet]:
+    """The unlabeled images masked patch prediction trains on (the pool's, and unless ``pool_only`` the target
+    classes' training images; never their validation or test images), every label 0; and the target's training
+    images, which the few-shot probe draws from (checked to hold ``max_shots`` per class before any training)."""
+    pool, target = load_split(paths.PREPARED / "pool_train.pt"), sweep_train_set("offline", "pretrained")
+    require_per_class(target, max_shots, SHOTS_KEY)
+    images = pool.images if pool_only else torch.cat([pool.images, target.images])
+    unlabeled = ImageSet(images, torch.zeros(len(images), dtype=torch.long), ["unlabeled"], pool.mean, pool.std)
+    return unlabeled, target
+
+
+def trunk_scorer(
+    target: ImageSet, shots: list[int], seeds: list[int], regs: list[float], runtime: Runtime, batch_size: int
+) -> Callable[[Trunk], dict]:
+    """The few-shot probe of the pretraining axis on a frozen trunk: each seed's ``shots`` per class of
+    ``target``, the ridge chosen on validation, scored on the test set (``size_axis.few_shot``)."""
+    val, test = val_set("pretrained"), load_split(paths.prepared_split("pretrained", "test"))
+
+    def score(trunk: Trunk) -> dict:
+        return few_shot(lambda image_set: features(trunk, image_set, runtime, batch_size), target, val, test, shots,
+                        seeds, regs)  # fmt: skip
+
+    return score

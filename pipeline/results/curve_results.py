@@ -80,19 +80,20 @@ def validation_csv(summaries: dict[str, list[dict]]) -> str:
     return "\n".join(rows) + "\n"
 
 
-def stopped_at_floor(run: dict, patience: int) -> bool:
+def stopped_at_floor(run: dict, window: int) -> bool:
     """Whether a plateau-schedule run's cooldown began at the first score the rule allows (two windows of
-    ``patience`` scores, step 0's included): the run then ended as early as it could, so the floor, not its own
+    ``window`` scores, step 0's included): the run then ended as early as it could, so the floor, not its own
     validation curve, may have decided its length (as the cap may at the other end). False for a run without a
     plateau cooldown."""
     scored = [record["step"] for record in run.get("curve", []) if record.get("val_loss") is not None]
     decay = run.get("decay_step")
-    return decay is not None and len(scored) >= 2 * patience and decay == scored[2 * patience - 1]
+    return decay is not None and len(scored) >= 2 * window and decay == scored[2 * window - 1]
 
 
-def aggregate(summaries: dict[str, list[dict]], baseline: dict[str, dict], patience: int | None = None) -> dict:
+def aggregate(summaries: dict[str, list[dict]], baseline: dict[str, dict], window: int | None = None) -> dict:
     """``{arm: {n: {mean, std, per_seed}}}`` of test accuracy, with the baselines and the run settings; with
-    ``patience`` (the validation rule's), each trained arm's ``stopped_at_floor`` beside its ``stopped_at_cap``."""
+    ``window`` (the plateau rule's, ``data_hunger.plateau_window``), each trained arm's ``stopped_at_floor``
+    beside its ``stopped_at_cap``."""
     result: dict = {
         arm: {str(s["n_train_per_class"]): s["test_acc"] for s in points} for arm, points in summaries.items()
     }
@@ -105,12 +106,12 @@ def aggregate(summaries: dict[str, list[dict]], baseline: dict[str, dict], patie
         arm: {str(s["n_train_per_class"]): {k: s[k] for k in RUN_SUMMARY if k in s} for s in points}
         for arm, points in summaries.items()
     }
-    if patience is not None:
+    if window is not None:
         for arm, points in summaries.items():
             for point in points:
                 if "stopped_at_cap" in point:
                     result["runs"][arm][str(point["n_train_per_class"])]["stopped_at_floor"] = sum(
-                        stopped_at_floor(run, patience) for run in point["runs"].values()
+                        stopped_at_floor(run, window) for run in point["runs"].values()
                     )
     result["n_test"] = first["n_test"]
     result["n_val"] = first["n_val"]

@@ -39,7 +39,7 @@ def main() -> None:
     test_set = load_split(paths.prepared_split("scratch", "test"))
     cfg = params.data_hunger
     base = baselines(train_all, test_set, sizes, cfg.logreg_max_per_class, params.seeds)
-    metrics = aggregate(summaries, base, cfg.patience)
+    metrics = aggregate(summaries, base, cfg.plateau_window)
     metrics["preset"] = params.preset
     write_json(paths.METRICS / "data_hunger.json", metrics)
     ran = dict(zip(cfg.points, sizes, strict=True))  # a primary point this sweep does not run is left out

@@ -12,6 +12,8 @@ not kept: what the target classes' unlabeled images add to the default backbone,
 ``python -m pipeline.stages.masked_patch long`` (dvc stage ``masked_patch_long``): issue 21's pre-registered
 stretch, the default's images and recipe for ``masked_patch.stretch_epochs`` (its schedule spanning them all),
 scored by the same probe, its model not kept; ``pretraining_scale`` applies its rule.
+
+The same recipe at more seeds (the curve's backbone variance) is stage masked_patch_seeds.
 """
 
 from __future__ import annotations
@@ -19,25 +21,16 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-import torch
-
 from pipeline.core import paths
 from pipeline.core.entry import stage_main
 from pipeline.core.errors import UserError
 from pipeline.core.files import write_json
-from pipeline.core.logs import stage_log as log
 from pipeline.core.params_yaml import load_params
 from pipeline.data import presets
-from pipeline.data.images import ImageSet, load_split
-from pipeline.data.subsets import SHOTS_KEY, require_per_class, sweep_train_set, val_set
-from pipeline.models.vit import ViT, vit_config
-from pipeline.pretrain.masked_prediction import MaskedPatchModel, pretrain_masked_patch
-from pipeline.pretrain.size_axis import few_shot
-from pipeline.pretrain.trunks import Trunk, features
+from pipeline.pretrain.masked_prediction import masked_patch_inputs, pretrain_scored, trunk_scorer
 from pipeline.tracking.tracker import stage_tracker
 from pipeline.train.checkpoints import save_state
-from pipeline.train.loop import count_parameters
-from pipeline.train.runtime import resolve_runtime, seed_everything
+from pipeline.train.runtime import resolve_runtime
 
 # the transfer arms' backbone (pool + target images), its pool-only twin and its longer-trained stretch
 OUTPUTS = {"all": paths.METRICS / "pretraining_scale" / "vit_masked_patch.json",
@@ -63,35 +56,16 @@ def main() -> None:
         cfg = dataclasses.replace(cfg, epochs=cfg.stretch_epochs)
     if runtime.world_size > 1:
         raise UserError("masked_patch trains in one process; run it without torchrun (`dvc repro masked_patch`)")
-    pool, target = load_split(paths.PREPARED / "pool_train.pt"), sweep_train_set("offline", "pretrained")
-    require_per_class(target, max(params.pretraining_scale.shots), SHOTS_KEY)  # before training, not after
-    # labels unused: every image is class 0; "pool" leaves out every target-class image, as the supervised backbone
-    images = pool.images if variant == "pool" else torch.cat([pool.images, target.images])
-    unlabeled = ImageSet(images, torch.zeros(len(images), dtype=torch.long), ["unlabeled"], pool.mean, pool.std)
+    # "pool" leaves out every target-class image, as the supervised backbone
+    unlabeled, target = masked_patch_inputs(max(params.pretraining_scale.shots), pool_only=variant == "pool")
+    score = trunk_scorer(target, params.pretraining_scale.shots, params.seeds, params.data_hunger.probe_regs, runtime,
+                         batch)  # fmt: skip
     with stage_tracker(params, RUN_NAMES[variant], seed=cfg.seed, runtime=runtime, arch="vit_masked_patch") as tracker:
-        generator = seed_everything(cfg.seed)
-        vit = ViT(vit_config(params.offline.model, num_classes=len(target.classes), pool="mean"))
-        model = MaskedPatchModel(vit, cfg.bits).to(runtime.device)
-
-        def report(record: dict) -> None:
-            tracker.log_record(record)
-            log.info(f"masked_patch epoch {record['epoch']}: loss {record['train_loss']:.4f}, "
-                     f"patch accuracy {record['patch_acc']:.4f}")  # fmt: skip
-
-        history = pretrain_masked_patch(model, unlabeled, cfg, runtime, generator, report)
-        trunk = Trunk(vit.eval())
-        result = few_shot(
-            lambda image_set: features(trunk, image_set, runtime, batch), target, val_set("pretrained"),
-            load_split(paths.prepared_split("pretrained", "test")), params.pretraining_scale.shots, params.seeds,
-            params.data_hunger.probe_regs,
-        )  # fmt: skip
-        tracker.log_metrics({f"few_shot_{n}": r["mean"] for n, r in result.items()})
+        vit, record = pretrain_scored(params.offline.model, cfg, unlabeled, len(target.classes), runtime, tracker,
+                                      score)  # fmt: skip
     if variant == "all":
         save_state(MODEL, {k: v.cpu() for k, v in vit.state_dict().items()})
-    write_json(OUTPUTS[variant], {"arch": "vit_masked_patch", "n_pretrain": len(unlabeled), "epochs": cfg.epochs,
-               "trained_parameters": count_parameters(model), "history": history, "few_shot": result,
-               "runtime": runtime.describe()} | ({"images": "pool"} if variant == "pool" else {}))  # fmt: skip
-    log.info("masked_patch few-shot: " + ", ".join(f"{n}/class {r['mean']:.3f}" for n, r in result.items()))
+    write_json(OUTPUTS[variant], record | ({"images": "pool"} if variant == "pool" else {}))
 
 
 if __name__ == "__main__":

@@ -7,9 +7,11 @@ last runs ``linear,finetune``), and ``data_hunger`` gathers them. The arm's code
 named together whose modules share one ``point_data`` share its result: the transfer arms load the backbone, extract
 the frozen features and fit each seed's probe once, and fine-tuning starts from the very probes the linear arm reports.
 
-The protocol: each seed draws its own subset (:mod:`pipeline.data.subsets`). A trained arm runs the first seed at
-every learning rate of its grid (``data_hunger.<arm>.lrs``), keeps the one with the best validation score
-(accuracy, then loss: ``engine.better_score``), and runs the other seeds at it; every run is scored at step 0
+The protocol: each seed draws its own subset (:mod:`pipeline.data.subsets`). A trained arm runs the first
+``data_hunger.choice_seeds`` seeds at every learning rate of its grid (``data_hunger.<arm>.lrs``; a rate
+``prune_z`` standard errors behind on the first seed stops there), keeps the one with the best mean validation
+score (accuracy, then loss: ``plateau.better_score``) with its runs, and runs the other seeds at it (the transfer
+arms' seed i through backbone i mod k, ``masked_patch.extra_seeds``); every run is scored at step 0
 and ``data_hunger.scores`` times over its budget, stops when the score stops improving (or at the cap) and
 keeps its best-validation weights. The probes choose their ridge on validation. The test set is scored once per
 run, at the end, and never chooses anything."""
@@ -37,7 +39,7 @@ def run_point(params: Params, arm: str, point: int, shared: dict | None = None) 
     runtime = resolve_runtime(params.runtime)
     module = arm_module(arm)  # by name: dvc.yaml lists only this item's arm modules among its deps
     curve = Curve(params.preset, params.model_name, params.backbone_model_name, params.backbone_source,
-                  params.data_hunger, params.evaluate.batch_size, runtime)  # fmt: skip
+                  params.data_hunger, params.evaluate.batch_size, runtime, params.backbone_count)  # fmt: skip
     shared = {} if shared is None else shared
     if module.point_data not in shared:
         shared[module.point_data] = module.point_data(curve, point)

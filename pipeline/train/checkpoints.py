@@ -91,11 +91,14 @@ def fit(model: nn.Module, state: dict[str, torch.Tensor], path: Path, stage: str
     return model
 
 
-def load_backbone(model_name: str, runtime: Runtime, source: str) -> ViT:
+def load_backbone(model_name: str, runtime: Runtime, source: str, index: int = 0) -> ViT:
     """Our ViT of preset ``model_name`` with a pretrained backbone's weights, frozen and in eval mode:
     ``source`` supervised (``models/backbone.pt``) or masked_patch (``models/masked_patch.pt``, whose features
-    are its mean patch token, the representation that objective trains)."""
+    are its mean patch token, the representation that objective trains; ``index`` > 0: the masked_patch_seeds
+    stage's backbone of ``masked_patch.extra_seeds[index - 1]``)."""
     path, stage = paths.BACKBONES[source], BACKBONE_STAGES[source]
+    if index:
+        path, stage = paths.masked_patch_seed(index), "masked_patch_seeds"
     state = load_state(path, stage)
     if not state:
         raise UserError(f"{path} holds no weights (its stage ran for the paper preset); set offline.backbone: "

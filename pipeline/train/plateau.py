@@ -30,6 +30,8 @@ class Stopping:
     patience: int
     score_at_start: bool = False  # fine-tuning starts at the probe's solution: it may be the best it gets
     cooldown_fraction: float = 0.2  # the plateau schedule's decay, as a fraction of the steps before it
+    # the plateau schedule's windows, in scores (default: patience); its cooldown begins after two at the earliest
+    window: int | None = None
 
 
 def better_score(record: dict, best: dict) -> bool:
@@ -82,7 +84,7 @@ def train_until_plateau(
         if cooldown is None:
             return record["step"] - best["step"] >= stopping.patience * stopping.eval_every
         losses.append(record["val_loss"])
-        window = stopping.patience
+        window = stopping.window or stopping.patience
         recent, before = sum(losses[-window:]), sum(losses[-2 * window : -window])
         if cooldown.start is None and len(losses) >= 2 * window and recent >= before:
             cooldown.begin(record["step"], stopping.eval_every)

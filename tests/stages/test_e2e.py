@@ -121,6 +121,7 @@ def paper_repo(tmp_path_factory, server):
             "min_steps": 4,
             "scores": 2,
             "patience": 1,
+            "plateau_window": 1,
             "batch_size": 4,
         },
     )

@@ -44,6 +44,7 @@ def test_offline_preset_runs_on_a_small_idx_fixture(tmp_path):
             "min_steps": 2,
             "scores": 2,
             "patience": 1,
+            "plateau_window": 1,
             "batch_size": 4,
             "cnn": {"lrs": [0.001]},
             "finetune": {"lrs": [0.0001]},
@@ -128,3 +129,15 @@ def test_offline_preset_runs_on_a_small_idx_fixture(tmp_path):
     rows = (repo / "plots/pretraining_scale.csv").read_text().splitlines()
     assert rows[0] == "arch,n_pretrain,shots,test_acc,test_acc_std" and len(rows) == 1 + (2 + 2 + 2 + 1 + 2) * 2
     assert (repo / "plots/pretraining_scale.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # issue 37's backbone variance: a second masked-patch seed; on the curve, seed 1 probes and fine-tunes
+    # through it (backbone 1 mod 2), seed 0 through the masked_patch stage's
+    set_params(repo, seeds=[0, 1], masked_patch={"extra_seeds": [1]})
+    run([sys.executable, "-m", "pipeline.stages.masked_patch_seeds"], repo, env)
+    seeded = json.loads((repo / "metrics/pretraining_scale/vit_masked_patch_seeds.json").read_text())
+    assert seeded["seeds"] == [0, 1] and set(seeded["extra"]) == {"1"} and seeded["extra"]["1"]["n_pretrain"] == 74
+    assert sorted(p.name for p in (repo / "models/masked_patch_seeds").iterdir()) == ["backbone_1.pt", "seeds.json"]
+    assert json.loads((repo / "models/masked_patch_seeds/seeds.json").read_text()) == {"backbone_1.pt": 1}
+    run([sys.executable, "-m", "pipeline.stages.sweep", "linear,finetune", "4"], repo, env)
+    for arm in ("linear", "finetune"):
+        runs = json.loads((repo / f"metrics/data_hunger/{arm}_4.json").read_text())["runs"]
+        assert (runs["0"]["backbone"], runs["1"]["backbone"]) == (0, 1), arm

@@ -75,3 +75,36 @@ def test_each_seeds_headline_probe_is_scored_on_the_backbones_test_features(proj
         assert results[seed].accuracy == accuracy(logits, test_set.labels)
     assert not torch.equal(results[SEEDS[0]].logits, results[SEEDS[1]].logits)
     torch.testing.assert_close(model.heads.head.weight, head["heads.head.weight"])  # the last seed's head
+
+
+def test_with_several_backbones_seed_i_probes_and_fine_tunes_through_backbone_i_mod_k(curve_project):
+    """Issue 37's backbone variance: a point holds each backbone's features; seed i's runs use backbone i mod k."""
+    from pipeline.arms import finetune as finetune_arm
+    from pipeline.arms.protocol import for_seed
+    from pipeline.train.checkpoints import save_state
+
+    state = load_tensors(paths.BACKBONE)
+    other = {name: value + 0.05 * torch.randn_like(value) if value.is_floating_point() else value
+             for name, value in state.items()}  # fmt: skip
+    save_state(paths.masked_patch_seed(1), other)  # a second pretraining seed: other weights, same architecture
+    params = tiny_params()
+    curve_ = Curve("paper", "tiny", "tiny", "supervised", params.data_hunger, 8, CPU, backbones=2)
+    data_ = linear_arm.point_data(curve_, 2)
+    assert len(data_.by_backbone) == 2 and data_.backbone is data_.by_backbone[0][0]
+    assert not torch.equal(data_.by_backbone[0][1], data_.by_backbone[1][1])  # each backbone's own features
+    for seed, index in ((0, 0), (1, 1), (2, 0), (3, 1)):
+        seen, chosen = for_seed(data_, seed)
+        assert chosen == index and seen.backbone is data_.by_backbone[index][0]
+        assert torch.equal(seen.test_features, data_.by_backbone[index][2])
+    record = linear_arm.run_seed(curve_, data_, 1)
+    train_set = seed_subset(data_.pool, data_.n, 1)
+    features = extract_features(data_.by_backbone[1][0], train_set.images, CPU, 4, data_.score)
+    probe = fit_probe(features, train_set.labels, data_.by_backbone[1][1], data_.val.labels, 3,
+                      params.data_hunger.probe_regs)  # fmt: skip
+    assert record["backbone"] == 1 and (record["reg"], record["val_acc"]) == (probe.reg, probe.val_acc)
+    tuned = finetune_arm.run_seed(curve_, data_, 1, 0.001)
+    assert tuned["backbone"] == 1 and tuned["reg"] == probe.reg
+    one = Curve("paper", "tiny", "tiny", "supervised", params.data_hunger, 8, CPU)
+    single = linear_arm.point_data(one, 2)  # one backbone: no index in its records, as before
+    assert single.by_backbone == () and for_seed(single, 3) == (single, None)
+    assert "backbone" not in linear_arm.run_seed(one, single, 1)

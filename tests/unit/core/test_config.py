@@ -80,6 +80,8 @@ def test_config_has_no_defaults_of_its_own():
         ("data_hunger.primary_points", [], "indices into the size lists"),
         ("data_hunger.probe_regs", [], "must list positive, finite ridge strengths"),
         ("data_hunger.patience", 0, "at least 1"),
+        ("data_hunger.plateau_window", 0, "must be at least 1 and at most half of data_hunger.scores (40)"),
+        ("data_hunger.plateau_window", 21, "at most half of data_hunger.scores (40), got 21"),
         ("seeds", [-1], "must be seeds from 0 to 4294967295"),
         ("seeds", [4294967296], "must be seeds from 0 to 4294967295"),
         ("backbone.seed", -3, "must be seeds from 0 to 4294967295"),
@@ -237,3 +239,24 @@ def test_unknown_preset_and_scheme_are_rejected_in_process(tmp_path):
             assert fragment in str(caught.value)
     path.write_text(yaml.safe_dump(merged(raw_params(), {"paper": {"url": "file:///data/a.zip"}})))
     assert load_params(path).paper.url == "file:///data/a.zip"
+
+
+def test_the_choice_seeds_and_pruning_are_checked():
+    assert params_with(data_hunger={"choice_seeds": 3}).data_hunger.choice_seeds == 3
+    with pytest.raises(ConfigError, match=r"data_hunger.choice_seeds must be at most the number of seeds \(2\)"):
+        params_with(seeds=[0, 1], data_hunger={"choice_seeds": 3})
+    with pytest.raises(ConfigError, match="data_hunger.choice_seeds must be at least 1"):
+        params_with(data_hunger={"choice_seeds": 0})
+    with pytest.raises(ConfigError, match="data_hunger.prune_z must be 0"):
+        params_with(data_hunger={"prune_z": -1.0})
+
+
+def test_extra_backbone_seeds_pair_with_the_masked_patch_backbone_only_and_never_repeat():
+    assert params_with().backbone_count == 1  # the committed run: one backbone
+    assert params_with(masked_patch={"extra_seeds": [1, 2]}).backbone_count == 3
+    with pytest.raises(ConfigError, match=r"masked_patch.extra_seeds must not repeat a seed or masked_patch.seed"):
+        params_with(masked_patch={"extra_seeds": [0, 1]})
+    with pytest.raises(ConfigError, match="masked_patch.extra_seeds pairs the curve's seeds .* is supervised"):
+        params_with(offline={"backbone": "supervised"}, masked_patch={"extra_seeds": [1]})
+    with pytest.raises(ConfigError, match="masked_patch.extra_seeds must be seeds from 0"):
+        params_with(masked_patch={"extra_seeds": [-1]})

@@ -31,17 +31,17 @@ def plateau_run(decay_step: int | None, last_step: int = 290) -> dict:
 
 
 def test_a_run_is_at_the_floor_only_where_its_cooldown_began_at_the_first_score_the_rule_allows():
-    """patience 10, a score every 10 steps from step 0: the 20th score, step 190, is the earliest a cooldown can
-    begin (the committed curve's 22 runs that stop at step 230 = 190 + a fifth of it)."""
-    assert curve_results.stopped_at_floor(plateau_run(190), patience=10)
-    assert not curve_results.stopped_at_floor(plateau_run(200), patience=10)
-    assert not curve_results.stopped_at_floor(plateau_run(None), patience=10)  # the cap came first
-    assert not curve_results.stopped_at_floor(plateau_run(90, last_step=100), patience=10)  # fewer than 20 scores
-    assert curve_results.stopped_at_floor(plateau_run(90), patience=5)
+    """windows of 10 scores, a score every 10 steps from step 0: the 20th score, step 190, is the earliest a
+    cooldown can begin (the committed curve's 22 runs that stop at step 230 = 190 + a fifth of it)."""
+    assert curve_results.stopped_at_floor(plateau_run(190), window=10)
+    assert not curve_results.stopped_at_floor(plateau_run(200), window=10)
+    assert not curve_results.stopped_at_floor(plateau_run(None), window=10)  # the cap came first
+    assert not curve_results.stopped_at_floor(plateau_run(90, last_step=100), window=10)  # fewer than 20 scores
+    assert curve_results.stopped_at_floor(plateau_run(90), window=5)
     runs = {"0": plateau_run(190), "1": plateau_run(250), "2": plateau_run(190)}
     summaries = {"scratch": [point(1, [0.3, 0.5, 0.4], lr=0.001, stopped_at_cap=0, runs=runs)],
                  "pixels": [point(1, [0.3, 0.5, 0.4], reg=[1.0] * 3, runs={"0": {}, "1": {}, "2": {}})]}  # fmt: skip
-    result = curve_results.aggregate(summaries, {}, patience=10)
+    result = curve_results.aggregate(summaries, {}, window=10)
     assert result["runs"]["scratch"]["1"]["stopped_at_floor"] == 2
     assert "stopped_at_floor" not in result["runs"]["pixels"]["1"]  # a probe has no stopping rule
     assert "stopped_at_floor" not in curve_results.aggregate(summaries, {})["runs"]["scratch"]["1"]

@@ -148,3 +148,20 @@ def test_the_plateau_schedule_decays_once_the_validation_loss_levels_off_and_sto
     assert (best["step"], best["decay_step"]) == (18, 14) and best["val_loss"] == pytest.approx(0.2)
     # the decay starts from the full rate: the step after the record that began it still runs at 0.1
     assert lrs == pytest.approx([0.1] * 15 + [0.1 * k / 8 for k in range(7, 0, -1)], rel=1e-12)
+
+
+def test_narrower_plateau_windows_let_the_cooldown_begin_earlier(monkeypatch):
+    """The floor is two windows: with windows of 2 scores a levelled loss begins the cooldown at the 4th score;
+    with windows of 1 (``Stopping.window``) the same scores begin it at the 2nd, where the loss first rises."""
+    recipe = Recipe(lr=0.1, batch_size=4, steps=100, optimizer="adam", weight_decay=0.0, schedule="plateau",
+                    warmup_fraction=0.0, grad_clip=0.0)  # fmt: skip
+    decays = {}
+    for window in (None, 1):
+        model = ScriptedValidation([0.5, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6])
+        _, best = train_until_plateau(
+            model, torch.zeros(8, 1), torch.zeros(8, dtype=torch.long), recipe, CPU, torch.Generator(),
+            val=(torch.zeros(3, 1), torch.zeros(3, dtype=torch.long)),
+            stopping=Stopping(eval_every=2, patience=2, cooldown_fraction=0.5, window=window),
+        )  # fmt: skip
+        decays[window] = best["decay_step"]
+    assert decays == {None: 8, 1: 4}

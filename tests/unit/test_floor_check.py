@@ -1,0 +1,19 @@
+"""benchmarks/floor_check.py: which cells the plateau rule's floor may have decided, read from data_hunger.json."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import floor_check  # noqa: E402
+
+
+def test_the_cells_checked_are_the_trained_arms_sizes_with_a_kept_run_at_the_floor():
+    curve = {"runs": {
+        "scratch": {"10": {"stopped_at_floor": 5}, "25": {"stopped_at_floor": 0}},
+        "cnn": {"75": {"stopped_at_floor": 1}},
+        "pixels": {"10": {"reg": [1.0]}},  # a probe has no floor
+        "finetune": {"10": {"stopped_at_cap": 0}},  # written before stopped_at_floor existed
+    }}  # fmt: skip
+    assert floor_check.floor_cells(curve) == [("scratch", "10"), ("cnn", "75")]
