@@ -117,6 +117,14 @@ QUOTED = [
     ("README.md", "took {:.1f} minutes of stage time", lambda: repro("cpu bf16")["minutes"]),
     ("README.md", "({:.1f} wall)", lambda: repro("cpu bf16")["wall_minutes"]),
     ("README.md", "The previous protocol took {:.1f} minutes", lambda: round4()["minutes"]),
+    (
+        "README.md",
+        "The collapse stage, added after these full runs, took {:.1f} s",
+        lambda: partial_run_for("collapse")["stage_seconds"]["collapse"],
+    ),  # fmt: skip
+    # the binomial standard error of one validation accuracy at 70%, in points, on the committed and the rerun's split
+    ("docs/results.md", "at 70% accuracy: {:.1f} points on 300 images", lambda: 100 * (0.7 * 0.3 / 300) ** 0.5),
+    ("docs/results.md", "{:.1f} points on 1,500 |", lambda: 100 * (0.7 * 0.3 / 1500) ** 0.5),
     ("README.md", "it took {:.1f} minutes", lambda: repro("cpu fp32")["minutes"]),
     ("README.md", "minutes ({:.1f} wall); bf16 is faster", lambda: repro("cpu fp32")["wall_minutes"]),
     (REPRODUCIBILITY, "runs at least {}x faster in bf16", min_bf16_speedup),
