@@ -70,6 +70,19 @@ def check_cell(params, runtime, arm: str, n: str, window: int) -> dict:
     }  # fmt: skip
 
 
+def summary(cells: list[dict]) -> dict:
+    """Over every cell's first-seed runs: choices that hold, runs whose validation accuracy the lower floor lowers,
+    raises or leaves, and runs at each floor."""
+    pairs = [(run, cell["lower"]["trials"][lr]) for cell in cells for lr, run in cell["committed"]["trials"].items()]
+    return {
+        "choice_holds": sum(cell["choice_holds"] for cell in cells), "of": len(cells), "runs": len(pairs),
+        "val_acc_lower": sum(low["val_acc"] < run["val_acc"] for run, low in pairs),
+        "val_acc_higher": sum(low["val_acc"] > run["val_acc"] for run, low in pairs),
+        "at_floor": {"committed": sum(run["at_floor"] for run, _ in pairs),
+                     "lower": sum(low["at_floor"] for _, low in pairs)},
+    }  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--window", type=int, default=5, help="the lower floor's windows, in scores (default 5)")
@@ -84,7 +97,7 @@ def main() -> None:
         return json.dumps({
             "runtime": runtime.describe(), "seed": params.seeds[0],
             "windows": {"committed": params.data_hunger.plateau_window, "lower": args.window},
-            "cells": results, "choice_holds": sum(r["choice_holds"] for r in results), "of": len(results),
+            "cells": results, **summary(results),
         }, indent=1) + "\n"  # fmt: skip
 
     for arm, n in cells:

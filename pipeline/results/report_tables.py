@@ -153,6 +153,31 @@ def ablation_table(ablation: dict) -> str:
     return "\n".join(lines)
 
 
+def floor_table(floor: dict) -> str:
+    """Each cell whose kept runs stopped at the plateau rule's floor, its first seed retrained under the committed
+    and a lower floor (benchmarks/floor_check.py): the choice, its validation accuracy and steps, runs at the floor,
+    and the chosen run's test accuracy change."""
+    windows = floor["windows"]
+    lines = [
+        f"First seed, every learning rate of the grid, under windows of {windows['committed']} scores (committed) "
+        f"and {windows['lower']} (lower floor), on one machine ({floor['runtime']}).",
+        "",
+        "| arm | per class | chosen lr: committed -> lower | its validation accuracy | its steps "
+        "| runs at the floor | chosen run's test accuracy change |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for cell in floor["cells"]:
+        runs = [cell[which]["trials"][f"{cell[which]['lr']:g}"] for which in ("committed", "lower")]
+        at_floor = [sum(t["at_floor"] for t in cell[which]["trials"].values()) for which in ("committed", "lower")]
+        lines.append(
+            f"| {REGISTRY[cell['arm']].label} | {cell['n_train_per_class']} | {cell['committed']['lr']:g} -> "
+            f"{cell['lower']['lr']:g}{'' if cell['choice_holds'] else ' (moved)'} | {runs[0]['val_acc']:.3f} -> "
+            f"{runs[1]['val_acc']:.3f} | {runs[0]['steps']} -> {runs[1]['steps']} | {at_floor[0]} -> {at_floor[1]} of "
+            f"{len(cell['committed']['trials'])} | {signed(cell['test_change'])} |"
+        )  # fmt: skip
+    return "\n".join(lines)
+
+
 def collapse_table(collapse: dict) -> str:
     """Seed 000's recipe and each change toward the protocol: test accuracy, collapse, steps, and the paired
     difference against seed 000's recipe with its 95% interval."""

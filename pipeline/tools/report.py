@@ -22,6 +22,7 @@ from pipeline.results.report_tables import (
     backbone_data_table,
     collapse_table,
     curve_table,
+    floor_table,
     grid_edges_table,
     precision_table,
     pretraining_table,
@@ -60,6 +61,7 @@ def generated_blocks() -> dict[str, str]:
         "precision_zen4": precision_table(second_runs["precision_change_zen4.json"]),
         "runs": runs_table(curve),
         "grid_edges": grid_edges_table(read_metrics("grid_edges.json")),
+        "floor": floor_table(read_metrics("floor_check.json")),
         "collapse": (f"ViT from scratch on {collapse['n_train']} images ({collapse['n_train_per_class']} per class), "
                      f"{len(collapse['seeds'])} seeds; the protocol's lr {collapse['protocol_lr']:g}, chosen on "
                      f"validation by the curve at this size.\n\n" + collapse_table(collapse)),
