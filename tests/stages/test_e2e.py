@@ -34,9 +34,9 @@ CLASSES = ("alpha", "beta", "gamma")
 EVALUATE_KEYS = {"scratch", "linear", "baselines", "preset", "n_train", "n_val", "n_test", "classes", "protocol"}
 ARM_KEYS = {"test_acc", "test_loss", "per_class", "collapse", "file_size_mb", "params"}
 STAGES = (
-    "download", "prepare", "backbone", "train_scratch", "linear_probe", "evaluate", "ablation", "plot", "analysis",
-    "pretrain_scale@vit-0", "pretrain_scale@resnet-0", "masked_patch", "masked_patch_pool",
-    "masked_patch_long", "pretraining_scale",
+    "download", "prepare", "backbone", "train_scratch", "linear_probe", "evaluate", "ablation", "collapse", "plot",
+    "analysis", "pretrain_scale@vit-0", "pretrain_scale@resnet-0", "masked_patch", "masked_patch_seeds",
+    "masked_patch_pool", "masked_patch_long", "pretraining_scale",
 )  # fmt: skip
 # The data-hunger sweep, cut to one point (data_hunger.points) so that the suite stays short: its matrices'
 # items (point, or arm x point) and the stage that gathers them. tests/stages/test_data_hunger.py gathers five.
