@@ -236,17 +236,6 @@ def keep_run(result: dict, tracker) -> dict:
     return result | test
 
 
-def trial(results: list[tuple[dict, object]], seeds: list[int], choice: Choice, dropped: bool) -> dict:
-    """A learning rate's record in ``lr_trials``: its mean validation score and, where the choice uses several
-    seeds, each seed's score and whether it was pruned (with one choice seed: the score alone, as the protocol
-    wrote it before choices used several)."""
-    record = mean_score([r for r, _ in results])
-    if choice.seeds == 1:
-        return record
-    scores = [{k: r[k] for k in ("val_acc", "val_loss")} for r, _ in results]
-    return record | {"seeds": {str(seed): score for seed, score in zip(seeds, scores, strict=False)}, "pruned": dropped}
-
-
 @dataclass(frozen=True)
 class Choice:
     """How a trained arm chooses its learning rate (``data_hunger.choice_seeds`` and ``prune_z``): every
@@ -256,6 +245,16 @@ class Choice:
     seeds: int = 1
     prune_z: float = 0.0
     n_val: int = 1
+
+
+def trial(record: dict, results: list[tuple[dict, object]], seeds: list[int], choice: Choice, dropped: bool) -> dict:
+    """A learning rate's record in ``lr_trials``: its mean validation score ``record`` and, where the choice uses
+    several seeds, each seed's score and whether it was pruned (with one choice seed: the score alone, as the
+    protocol wrote it before choices used several)."""
+    if choice.seeds == 1:
+        return record
+    scores = [{k: r[k] for k in ("val_acc", "val_loss")} for r, _ in results]
+    return record | {"seeds": {str(seed): score for seed, score in zip(seeds, scores, strict=False)}, "pruned": dropped}
 
 
 def seed_protocol(
@@ -276,10 +275,12 @@ def seed_protocol(
     prune_z = choice.prune_z if len(choosing) > 1 else 0.0
     dropped = pruned({lr: result for lr, (result, _) in first.items()}, choice.n_val, prune_z)
     trained = {lr: [first[lr]] + ([] if lr in dropped else [run(seed, lr) for seed in choosing[1:]]) for lr in lrs}
-    candidates = [(mean_score([r for r, _ in trained[lr]]), lr) for lr in lrs if lr not in dropped]
-    chosen = choose_lr(candidates)[1]
+    means = {lr: mean_score([r for r, _ in trained[lr]]) for lr in lrs}
+    chosen = choose_lr([(means[lr], lr) for lr in lrs if lr not in dropped])[1]
     runs = {seed: keep_run(*pair) for seed, pair in zip(choosing, trained[chosen], strict=True)}
     for seed in others:
         runs[seed] = keep_run(*run(seed, chosen))
-    trials = {} if lrs == [None] else {f"{lr:g}": trial(trained[lr], choosing, choice, lr in dropped) for lr in lrs}
+    trials = {} if lrs == [None] else {
+        f"{lr:g}": trial(means[lr], trained[lr], choosing, choice, lr in dropped) for lr in lrs
+    }  # fmt: skip
     return runs, trials

@@ -149,6 +149,13 @@ def verdict_table(comparisons: dict, second_runs: dict[str, dict]) -> str:
     return "\n".join(rows)
 
 
+# what each change toward the protocol supplies, for the collapse sentence's reading (pipeline.arms.scratch)
+COLLAPSE_CAUSES = {
+    "decoupled_decay": "how the weight decay is applied", "lr": "its learning rate", "warmup": "the lack of warmup",
+    "clipping": "the lack of gradient clipping", "plateau_steps": "too little training", "augment": "no augmentation",
+}  # fmt: skip
+
+
 def collapse_sentence(collapse: dict) -> str:
     """The collapse isolated: which single change of seed 000's recipe toward the protocol lifts its ViT from
     scratch off chance, each as a paired difference against the recipe, and the protocol's all at once."""
@@ -177,7 +184,7 @@ def collapse_sentence(collapse: dict) -> str:
     rest = paired_difference(collapse["runs"]["protocol"]["test_acc"]["per_seed"],
                              collapse["runs"][best]["test_acc"]["per_seed"])  # fmt: skip
     return sentence + (
-        f" What this shows: the collapse is chiefly too little training ({best.replace('_', ' ')} alone leaves "
+        f" What this shows: the collapse is chiefly {COLLAPSE_CAUSES[best]} ({best.replace('_', ' ')} alone leaves "
         f"chance), and the other changes, none enough alone, add {signed(rest['mean'])} "
         f"[{signed(rest['low'])}, {signed(rest['high'])}] on top of it together (paired)."
     )
