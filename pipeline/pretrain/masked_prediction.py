@@ -18,8 +18,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from pipeline.core import paths
-from pipeline.core.config import MaskedPatchConfig
 from pipeline.core.logs import stage_log as log
+from pipeline.core.pretraining import MaskedPatchConfig
 from pipeline.data.images import ImageSet, load_split
 from pipeline.data.subsets import SHOTS_KEY, require_per_class, sweep_train_set, val_set
 from pipeline.models.vit import ViT, vit_config
