@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 BIN := $(abspath $(VENV))/bin
 FASHION_MNIST := /usr/share/datasets/fashion-mnist
 
-.PHONY: install help data repro paper paper-20 ddp results results-write compare plots ui predict test test-unit test-reliability lint format bench bench-efficiency bench-compile bench-start ui-check gpu-check clean
+.PHONY: install help data repro paper synthetic paper-20 ddp results results-write compare plots ui predict test test-unit test-reliability test-studies lint format bench bench-efficiency bench-compile bench-start ui-check gpu-check clean
 
 install: $(VENV)/.installed ## the virtualenv .venv with the pinned dependencies and the vit-* commands
 
@@ -34,6 +34,11 @@ repro: install data ## says how long it takes here, then dvc repro: the committe
 # Seed 000's experiment (needs internet; GPU recommended), recorded as the DVC experiment "paper".
 paper: install ## seed 000's experiment (paper preset) as the DVC experiment "paper"
 	PATH="$(BIN):$$PATH" dvc exp run -n paper -S preset=paper
+
+# Issue 38's opt-in study (docs/synthetic.md): synthetic fractal pretraining at 10k, 100k and 1M images, after the
+# default pipeline (whose data and results it reads); hours on a 2-core CPU, each stage at most about 40 minutes.
+synthetic: install ## issue 38's opt-in synthetic-pretraining study: dvc repro studies/synthetic/dvc.yaml (hours)
+	PATH="$(BIN):$$PATH" dvc repro studies/synthetic/dvc.yaml
 
 # The training stages under torchrun, one process per GPU (DistributedDataParallel: NCCL on GPUs, gloo on CPUs), with
 # params.yaml's global batch and steps, then recorded in dvc.lock as if `dvc repro` had run them. For the paper
@@ -99,6 +104,11 @@ test: install lint ## lint, then the whole suite in two workers (dvc repro end t
 # direct run: about 6 minutes in all, so not in make test; CI runs them after it.
 test-reliability: install ## the kill-anywhere and side-by-side tests (whole tiny runs, about 6 min; CI runs them)
 	PATH="$(BIN):$$PATH" pytest -m reliability tests/stages
+
+# The opt-in studies' pipelines (studies/*/dvc.yaml) end to end on tiny fixtures: about 4 minutes, so not in make
+# test (which stays under 15); CI runs them after make test-reliability.
+test-studies: install ## the opt-in studies' dvc pipelines end to end on tiny fixtures (about 4 min; CI runs them)
+	PATH="$(BIN):$$PATH" pytest -m study tests/stages
 
 # The library's and tools' tests only: no stage processes, no dvc repro (tests/stages holds those).
 test-unit: install lint ## lint, then the unit and tool tests only (tests/unit, tests/tools) in two workers

@@ -18,6 +18,10 @@ METRICS = Path("metrics")
 PLOTS = Path("plots")
 HISTORY = PLOTS / "history"
 CONFUSION = PLOTS / "confusion"
+# issue 38's opt-in study (studies/synthetic/dvc.yaml): the rendered images, its backbones, its metrics' folder
+SYNTHETIC = Path("data/synthetic")
+SYNTHETIC_MODELS = MODELS / "synthetic"
+SYNTHETIC_METRICS = METRICS / "synthetic"
 
 # The prepared inputs: ``scratch`` for a model trained from random initialisation, ``pretrained`` through the
 # backbone's own transform (the paper preset's ImageNet resize and crop; offline, the same images).

@@ -1,0 +1,84 @@
+"""Issue 37's replication with fresh seeds: the curve and the headline again, new subsets and new backbones.
+
+    python benchmarks/replication.py --work ../replication     # hours: every trained arm of the curve again
+    python benchmarks/precision_change.py metrics/replication > metrics/replication/comparison.json
+
+Makes ``--work`` a git worktree of this commit (or reuses one an interrupted run left there: DVC resumes at the
+first stage whose outputs are missing), shares this repository's DVC cache, sets the seeds docs/results.md wrote
+before the run (``seeds: [5, 6, 7, 8, 9]``, ``masked_patch.seed: 5``, ``masked_patch.extra_seeds: [6, 7]``:
+every other value is this commit's) and runs ``dvc repro`` of the stages the comparison reads (``data_hunger``,
+``evaluate``, and everything before them). Then it copies the replication's point files, ``data_hunger.json``,
+``comparisons.json`` and ``evaluate.json`` into ``metrics/replication/``, with a note of the commit, the seeds and
+the machine. The comparison (``benchmarks/precision_change.py``) holds each verdict against the committed run's
+and pools the ten seeds."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SEEDS = {"seeds": [5, 6, 7, 8, 9], "masked_patch": {"seed": 5, "extra_seeds": [6, 7]}}
+TARGETS = ("data_hunger", "evaluate")
+COPIED = ("data_hunger.json", "comparisons.json", "evaluate.json")
+
+
+def git(*args: str, cwd: Path = REPO) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def prepare_worktree(work: Path) -> str:
+    """``work`` as a worktree of HEAD with the replication's seeds, sharing the DVC cache; returns the commit."""
+    commit = git("rev-parse", "--short", "HEAD")
+    if not (work / ".git").exists():
+        git("worktree", "add", "--detach", str(work), "HEAD")
+    elif git("rev-parse", "--short", "HEAD", cwd=work) != commit:
+        sys.exit(f"{work} is a worktree of another commit; remove it (git worktree remove {work}) or pick --work")
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    params["seeds"] = SEEDS["seeds"]
+    params["masked_patch"].update(SEEDS["masked_patch"])
+    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    subprocess.run(["dvc", "cache", "dir", "--local", str(REPO / ".dvc" / "cache")], cwd=work, check=True)
+    return commit
+
+
+def collect(work: Path, commit: str) -> Path:
+    """The replication's files in ``metrics/replication/``, with ``run.json`` saying what ran where."""
+    target = REPO / "metrics" / "replication"
+    target.mkdir(parents=True, exist_ok=True)
+    for path in sorted((work / "metrics" / "data_hunger").glob("*_*.json")):
+        shutil.copy(path, target / path.name)
+    for name in COPIED:
+        shutil.copy(work / "metrics" / name, target / name)
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())  # fmt: skip
+    flags = Path("/proc/cpuinfo").read_text()
+    kind = ", ".join(flag for flag in ("avx512_bf16", "amx_bf16") if flag in flags) or "no native bf16"
+    note = {"commit": commit, "changed": SEEDS, "targets": list(TARGETS),
+            "cpu": f"{cpu} ({os.cpu_count()} cores; {kind})"}  # fmt: skip
+    (target / "run.json").write_text(json.dumps(note, indent=2) + "\n")
+    return target
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", type=Path, required=True, help="the worktree to run in (kept, so a run resumes)")
+    parser.add_argument("--collect-only", action="store_true", help="copy a finished run's files, run nothing")
+    args = parser.parse_args()
+    work = args.work.resolve()
+    commit = prepare_worktree(work)
+    if not args.collect_only:
+        subprocess.run(["dvc", "repro", *TARGETS], cwd=work, check=True)
+    print(f"replication files in {collect(work, commit).relative_to(REPO)}")
+
+
+if __name__ == "__main__":
+    main()
