@@ -28,6 +28,7 @@ def write_fixture(repo: Path, runtime: dict | None = None) -> None:
         backbone={"epochs": 1, "batch_size": 16},
         pretraining_scale={"points": [0, 1], "pool_per_class": [2, 8], "shots": [1, 2]},
         masked_patch={"epochs": 1, "batch_size": 16, "decision_shots": 1, "stretch_epochs": 2, "stretch_shots": 2},
+        synthetic={"primary_shots": 2},
         train_scratch={"offline": {"epochs": 1, "batch_size": 8}},
         linear_probe={"offline": {"epochs": 1, "batch_size": 8}},
         data_hunger={"points": [0, 1], "offline_sizes": [1, 2], "paper_fractions": [0.5, 1.0], "headline_point": 1,

@@ -281,6 +281,9 @@ class Params:
         require(self.masked_patch.decision_shots in self.pretraining_scale.shots, "masked_patch.decision_shots",
                     f"must be one of pretraining_scale.shots {self.pretraining_scale.shots}, got "
                f"{self.masked_patch.decision_shots}")  # fmt: skip
+        require(self.synthetic.primary_shots in self.pretraining_scale.shots, "synthetic.primary_shots",
+                f"must be one of pretraining_scale.shots {self.pretraining_scale.shots}, got "
+                f"{self.synthetic.primary_shots}")  # fmt: skip
         require(self.masked_patch.stretch_shots in self.pretraining_scale.shots, "masked_patch.stretch_shots",
                     f"must be one of pretraining_scale.shots {self.pretraining_scale.shots}, got "
                f"{self.masked_patch.stretch_shots}")  # fmt: skip

@@ -45,7 +45,7 @@ class SyntheticConfig:
     steps: int  # the same at every size (equal compute)
     scores: int  # held-out accuracy scored every steps / scores steps; the best score's weights are kept
     min_held_out_acc: float  # a backbone below it is not used
-    primary_shots: int  # H1 and H2's shots per class: one of pretraining_scale.shots, checked where it is read
+    primary_shots: int  # H1 and H2's shots per class: one of pretraining_scale.shots
 
     def validate(self, key: str) -> None:
         require(self.points == list(range(len(self.per_category))) and len(self.points) >= 2, f"{key}.points",

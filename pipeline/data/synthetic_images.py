@@ -25,7 +25,7 @@ from pipeline.data.fractals import FractalSpec, categories, filling_rate, render
 from pipeline.data.images import ImageSet
 
 IMAGES, INFO = "images.npy", "info.json"
-BLOCK_IMAGES = 10_000  # images per chaos game: a few hundred MB of transient arrays at 56 px (fractals.chaos_game)
+BLOCK_IMAGES = 2_000  # images per chaos game, at least one category: about 0.4 GB of transient arrays at 56 px
 
 
 @dataclass(frozen=True)
@@ -85,13 +85,16 @@ def read_info(folder: Path = paths.SYNTHETIC) -> dict:
     return json.loads(path.read_text())
 
 
-def load_size(per_category: int, held_out: int, folder: Path = paths.SYNTHETIC) -> tuple[ImageSet, ImageSet]:
+def load_size(
+    per_category: int, largest: int, held_out: int, folder: Path = paths.SYNTHETIC
+) -> tuple[ImageSet, ImageSet]:
     """The first ``per_category`` instances of every category (a training size) and the ``held_out`` instances
-    after all the sizes' (the array's last ones), as (N, 1, H, W) uint8 sets labelled by category."""
+    after the ``largest`` size's, as (N, 1, H, W) uint8 sets labelled by category."""
     info = read_info(folder)
-    if per_category + held_out > info["instances"]:
-        raise UserError(f"{folder / IMAGES} holds {info['instances']} instances per category, fewer than "
-                        f"{per_category} + {held_out} held out; rerun its synthetic_data stage")  # fmt: skip
+    if (info["instances"], per_category) != (largest + held_out, min(per_category, largest)):
+        raise UserError(f"{folder / IMAGES} holds {info['instances']} instances per category, not the largest size's "
+                        f"{largest} + {held_out} held out (or {per_category} is above the largest size); rerun its "
+                        "synthetic_data stage")  # fmt: skip
     images = np.load(folder / IMAGES, mmap_mode="r")  # (C, I, H, W)
     names = [f"fractal_{c:04d}" for c in range(info["categories"])]
 
@@ -101,7 +104,7 @@ def load_size(per_category: int, held_out: int, folder: Path = paths.SYNTHETIC) 
         labels = torch.arange(info["categories"]).repeat_interleave(count)
         return ImageSet(flat, labels, names, (info["mean"],), (info["std"],))
 
-    return image_set(images[:, :per_category]), image_set(images[:, -held_out:])
+    return image_set(images[:, :per_category]), image_set(images[:, largest : largest + held_out])
 
 
 def examples(rows: int, columns: int, folder: Path = paths.SYNTHETIC) -> np.ndarray:

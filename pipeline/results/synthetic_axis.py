@@ -28,10 +28,11 @@ def per_seed(point: dict, key: str = "test_acc") -> list[float]:
     return point[key]["per_seed"]
 
 
-def same_seeds(a: dict, b: dict, what: str) -> None:
-    if list(a["runs"]) != list(b["runs"]):
-        raise UserError(f"{what} ran seeds {list(a['runs'])} against {list(b['runs'])}; rerun the study after the "
-                        "default pipeline with the same seeds")  # fmt: skip
+def same_seeds(seeds: list[int], other: list[int], what: str) -> None:
+    """Paired lists must come from the same seeds in the same order (a per-seed list holds values only)."""
+    if seeds != other:
+        raise UserError(f"{what} ran seeds {other}, the study {seeds}; rerun the study after the default pipeline "
+                        "with the same seeds")  # fmt: skip
 
 
 def gather(pretrained: list[dict], finetuned: list[dict], fashion: dict, cnn: dict[str, dict], primary: int) -> dict:
@@ -41,6 +42,7 @@ def gather(pretrained: list[dict], finetuned: list[dict], fashion: dict, cnn: di
     scale = {arch: {} for arch in ARCHES}
     held_out = {arch: {} for arch in ARCHES}
     for item in pretrained:
+        same_seeds(item["seeds"], fashion["seeds"], "metrics/pretraining_scale.json (H2's pixel probe)")
         scale[item["arch"]][str(item["n_pretrain"])] = item["few_shot"]
         held_out[item["arch"]][str(item["n_pretrain"])] = {k: item[k] for k in ("held_out_acc", "best_step", "used")}
     tuned = {arch: {} for arch in ARCHES}
@@ -49,8 +51,9 @@ def gather(pretrained: list[dict], finetuned: list[dict], fashion: dict, cnn: di
         size = str(item["n_pretrain"])
         tuned[item["arch"]][size] = {arm: {n: point["test_acc"] for n, point in item[arm].items()}
                                      for arm in ("linear", "finetune")}  # fmt: skip
-        for n, point in item["finetune"].items():
-            same_seeds(point, cnn[n], f"synthetic_finetune {item['arch']} {item['point']} at {n} per class")
+        for n in item["finetune"]:  # JSON sorts the runs' keys; both lists follow params' seeds
+            same_seeds(sorted(item["seeds"]), sorted(int(seed) for seed in cnn[n]["runs"]),
+                       f"the small ResNet at {n} per class")  # fmt: skip
         against_cnn[item["arch"]][size] = {n: paired_difference(per_seed(point), per_seed(cnn[n]))
                                            for n, point in item["finetune"].items()}  # fmt: skip
     slopes = pretraining_slopes(scale | {"pixels": fashion["pixels"]})
@@ -101,10 +104,11 @@ def plot_scale(metrics: dict) -> None:
     synthetic backbones (solid) beside the Fashion-MNIST ones (dashed), the pixel probe as a line."""
     plt = pyplot()
     pixels = metrics["fashion_mnist"]["pixels"]
-    figure, axes = plt.subplots(1, len(pixels), figsize=(4.4 * len(pixels), 3.8), squeeze=False, sharey=True)
+    shots = sorted(pixels, key=int)
+    figure, axes = plt.subplots(1, len(shots), figsize=(4.4 * len(pixels), 3.8), squeeze=False, sharey=True)
     colours = {"vit": "tab:blue", "resnet": "tab:orange"}
     names = {"vit": "ViT", "resnet": "small ResNet"}
-    for axis, shot in zip(axes[0], pixels, strict=True):
+    for axis, shot in zip(axes[0], shots, strict=True):
         for source, key, style in (("synthetic, equal steps", "few_shot", "o-"),
                                    ("Fashion-MNIST pool, equal epochs", "fashion_mnist", "s--")):  # fmt: skip
             for arch in ARCHES:

@@ -12,7 +12,7 @@ from pipeline.core.files import write_json
 from pipeline.core.logs import stage_log as log
 from pipeline.core.params_yaml import load_params
 from pipeline.data.images import load_split
-from pipeline.data.synthetic_images import SyntheticSet, examples, generate
+from pipeline.data.synthetic_images import SyntheticSet, examples, generate, require_offline
 from pipeline.results.synthetic_axis import pixel_statistics, plot_examples
 
 
@@ -20,6 +20,7 @@ from pipeline.results.synthetic_axis import pixel_statistics, plot_examples
 def main() -> None:
     params = load_params()
     cfg = params.synthetic
+    require_offline(params.preset)
     info = generate(SyntheticSet(cfg.seed, cfg.categories, cfg.per_category[-1] + cfg.held_out_per_category))
     pool = load_split(paths.PREPARED / "pool_train.pt")  # Fashion-MNIST's seven pool classes, for comparison
     fashion = pixel_statistics(pool.images) | {"images": len(pool), "what": "the pool's training images"}

@@ -53,7 +53,8 @@ def main() -> None:
     curve = Curve(params.preset, params.model_name, params.backbone_model_name, params.backbone_source, hunger,
                   params.evaluate.batch_size, runtime)  # fmt: skip
     n_pretrain = cfg.categories * cfg.per_category[point]
-    result: dict = {"arch": arch, "point": point, "n_pretrain": n_pretrain, "runtime": runtime.describe()}
+    result: dict = {"arch": arch, "point": point, "n_pretrain": n_pretrain, "seeds": params.seeds,
+                    "runtime": runtime.describe()}  # fmt: skip
     choice = Choice(hunger.choice_seeds, hunger.prune_z)
     for curve_point in sorted({hunger.points[0], hunger.headline_point}):
         data = point_data(curve, curve_point, backbone)

@@ -37,7 +37,7 @@ def main() -> None:
     require_offline(params.preset)
     target, shots = sweep_train_set("offline", "pretrained"), params.pretraining_scale.shots
     require_per_class(target, max(shots), SHOTS_KEY)  # before training, not after
-    sets = load_size(cfg.per_category[point], cfg.held_out_per_category)
+    sets = load_size(cfg.per_category[point], cfg.per_category[-1], cfg.held_out_per_category)
     name = f"synthetic-{arch}-{len(sets[0])}"
     with stage_tracker(params, name, seed=params.backbone.seed, runtime=runtime, arch=arch,
                        n_pretrain=str(len(sets[0]))) as tracker:  # fmt: skip
@@ -54,7 +54,7 @@ def main() -> None:
                             | {f"few_shot_{n}": r["mean"] for n, r in result.items()})  # fmt: skip
     save_state(model_path(arch, point), state_of(model))
     write_json(paths.SYNTHETIC_METRICS / f"pretrain_{arch}_{point}.json", {
-        "arch": arch, "point": point, "n_pretrain": len(sets[0]), "categories": cfg.categories,
+        "arch": arch, "point": point, "n_pretrain": len(sets[0]), "categories": cfg.categories, "seeds": params.seeds,
         "steps": cfg.steps, "held_out_acc": best["held_out_acc"], "best_step": best["step"], "used": used,
         "held_out": [{k: r[k] for k in ("step", "train_loss", "train_acc", "held_out_acc")} for r in history],
         "trained_parameters": count_parameters(model), "few_shot": result, "runtime": runtime.describe(),

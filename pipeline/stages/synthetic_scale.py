@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from pipeline.core import paths
 from pipeline.core.entry import stage_main
-from pipeline.core.errors import require
 from pipeline.core.files import read_json, write_json, write_text
 from pipeline.core.logs import stage_log as log
 from pipeline.core.params_yaml import load_params
@@ -19,9 +18,6 @@ from pipeline.results.synthetic_axis import ARCHES, gather, plot_scale, scale_cs
 def main() -> None:
     params = load_params()
     cfg, hunger = params.synthetic, params.data_hunger
-    shots = params.pretraining_scale.shots
-    require(cfg.primary_shots in shots, "synthetic.primary_shots",
-            f"must be one of pretraining_scale.shots {shots}, got {cfg.primary_shots}")  # fmt: skip
     items = [(arch, point) for arch in ARCHES for point in cfg.points]
     pretrained = [read_json(paths.SYNTHETIC_METRICS / f"pretrain_{arch}_{point}.json") for arch, point in items]
     finetuned = [read_json(paths.SYNTHETIC_METRICS / f"finetune_{arch}_{point}.json") for arch, point in items]

@@ -39,9 +39,12 @@ def direct_imports(path: Path) -> set[str]:
             found |= {f"pipeline.{alias.name}" for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pipeline."):
             found.add(node.module)
-            # ``from pipeline.arms import linear`` imports the module pipeline/arms/linear.py too
-            found |= {f"{node.module}.{alias.name}" for alias in node.names
-                      if (REPO / Path(*node.module.split(".")) / f"{alias.name}.py").is_file()}  # fmt: skip
+            # ``from pipeline.arms import linear`` imports the module pipeline/arms/linear.py too (and
+            # ``from pipeline.data import presets`` the package pipeline/data/presets)
+            folder = REPO / Path(*node.module.split("."))
+            names = [alias.name for alias in node.names]
+            found |= {f"{node.module}.{name}" for name in names
+                      if (folder / f"{name}.py").is_file() or (folder / name / "__init__.py").is_file()}  # fmt: skip
         elif isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names if alias.name.startswith("pipeline.")}
     return found
@@ -175,6 +178,19 @@ def test_stages_that_only_draw_or_gather_never_depend_on_the_model(stage):
     assert not {"pipeline/models/vit.py", "pipeline/train/loop.py", "pipeline/data/fetch.py"} & listed_modules(
         STAGES[stage]["deps"]
     )
+
+
+def test_the_synthetic_study_gathers_every_item_its_matrices_make():
+    """synthetic_scale lists its inputs by name (a matrix's outputs cannot be named in a dep): one per item of
+    synthetic_pretrain and synthetic_finetune at params.yaml's synthetic.points, and the curve's two ResNet points."""
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    items = [(arch, point) for arch in ("vit", "resnet") for point in params["synthetic"]["points"]]
+    expected = {
+        f"metrics/synthetic/{kind}_{arch}_{point}.json" for kind in ("pretrain", "finetune") for arch, point in items
+    }
+    listed = {dep for dep in STAGES["synthetic_scale"]["deps"] if dep.startswith("metrics/synthetic/")}
+    assert listed == expected
+    assert "metrics/data_hunger/cnn_${data_hunger.headline_point}.json" in STAGES["synthetic_scale"]["deps"]
 
 
 def test_no_shell_true_anywhere_in_the_pipeline():

@@ -36,6 +36,7 @@ def test_offline_preset_runs_on_a_small_idx_fixture(tmp_path):
         backbone={"epochs": 1, "batch_size": 16},
         pretraining_scale={"points": [0, 1], "pool_per_class": [2, 8], "shots": [1, 2]},
         masked_patch={"epochs": 1, "batch_size": 16, "decision_shots": 1, "stretch_epochs": 2, "stretch_shots": 2},
+        synthetic={"primary_shots": 2},
         train_scratch={"offline": {"epochs": 1, "batch_size": 8}},
         linear_probe={"offline": {"epochs": 1, "batch_size": 8}},
         data_hunger={

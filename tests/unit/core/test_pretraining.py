@@ -35,6 +35,13 @@ def test_a_bad_synthetic_value_is_named_with_what_it_must_be(key, value, message
         params_with(synthetic={key: value})
 
 
+def test_the_primary_shots_must_be_a_probe_size_of_the_axis_checked_when_params_load():
+    with pytest.raises(
+        ConfigError, match=r"synthetic.primary_shots must be one of pretraining_scale.shots \[5, 10, 25\]"
+    ):
+        params_with(synthetic={"primary_shots": 7})
+
+
 def test_an_unknown_synthetic_key_is_refused():
     with pytest.raises(ConfigError, match="synthetic"):
         params_with(synthetic={"size": 10})

@@ -37,8 +37,8 @@ def test_every_instance_is_the_generators_whatever_block_it_was_rendered_in(rend
 def test_a_size_is_the_first_instances_of_every_category_and_the_held_out_ones_are_the_last(rendered):
     folder, info = rendered
     stored = np.load(folder / synthetic.IMAGES)
-    small, held_out = load_size(2, 2, folder)
-    large, _ = load_size(4, 2, folder)
+    small, held_out = load_size(2, 4, 2, folder)
+    large, _ = load_size(4, 4, 2, folder)
     assert small.images.shape == (10, 1, 28, 28) and small.labels.tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
     assert np.array_equal(small.images[2:4, 0].numpy(), stored[1, :2])  # category 1's first two
     assert np.array_equal(large.images.view(5, 4, 28, 28)[:, :2].numpy(), small.images.view(5, 2, 28, 28).numpy())
@@ -49,8 +49,10 @@ def test_a_size_is_the_first_instances_of_every_category_and_the_held_out_ones_a
 
 def test_asking_more_than_was_rendered_or_reading_nothing_names_the_stage(rendered, tmp_path):
     folder, _ = rendered
-    with pytest.raises(UserError, match="holds 6 instances per category, fewer than 5 \\+ 2 held out"):
-        load_size(5, 2, folder)
+    with pytest.raises(UserError, match="holds 6 instances per category, not the largest size's 5 \\+ 2 held out"):
+        load_size(5, 5, 2, folder)
+    with pytest.raises(UserError, match="or 5 is above the largest size"):
+        load_size(5, 4, 2, folder)
     with pytest.raises(UserError, match="synthetic_data stage renders the images"):
         read_info(tmp_path / "missing")
 

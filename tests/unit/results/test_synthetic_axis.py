@@ -18,6 +18,9 @@ def test_a_hypothesis_is_met_only_with_its_whole_interval_above_zero_and_its_bac
     assert result["H1"]["rule"] == "x: MET if the paired 95% interval is above 0" and not result["H3"]["backbones_used"]
 
 
+SEEDS = [0, 1, 2]
+
+
 def few_shot(per_seed: list[float]) -> dict:
     return {"2": {"mean": sum(per_seed) / len(per_seed), "std": 0.0, "per_seed": per_seed}}
 
@@ -30,12 +33,12 @@ def test_gather_tests_the_three_hypotheses_on_the_files_of_the_study():
     sizes = {0: 10, 1: 100, 2: 1000}
     gains = {"vit": 0.1, "resnet": 0.0}
     cells = [(arch, p, n) for arch in gains for p, n in sizes.items()]
-    pretrained = [{"arch": arch, "n_pretrain": n, "held_out_acc": 0.5, "best_step": 4, "used": True,
+    pretrained = [{"arch": arch, "n_pretrain": n, "held_out_acc": 0.5, "best_step": 4, "used": True, "seeds": SEEDS,
                    "few_shot": few_shot([0.4 + gains[arch] * p + s / 100 for s in range(3)])}
                   for arch, p, n in cells]  # fmt: skip
-    finetuned = [{"arch": arch, "point": p, "n_pretrain": n, "linear": {"75": point(75, [0.5] * 3)},
+    finetuned = [{"arch": arch, "point": p, "n_pretrain": n, "seeds": SEEDS, "linear": {"75": point(75, [0.5] * 3)},
                   "finetune": {"75": point(75, [0.7, 0.72, 0.71])}} for arch, p, n in cells]  # fmt: skip
-    fashion = {"vit": {}, "resnet": {}, "pixels": few_shot([0.45, 0.5, 0.55])}
+    fashion = {"vit": {}, "resnet": {}, "pixels": few_shot([0.45, 0.5, 0.55]), "seeds": SEEDS}
     metrics = gather(pretrained, finetuned, fashion, {"75": point(75, [0.6, 0.61, 0.6])}, primary=2)
     hypotheses = metrics["hypotheses"]
     assert hypotheses["H1"]["difference"]["mean"] == pytest.approx(0.1)  # 0.1 a decade against 0
