@@ -92,14 +92,25 @@ def queued_project(tmp_path: Path, project) -> tuple[Path, dict[str, str]]:
     return repo, env
 
 
+def start_workers(repo: Path, env: dict[str, str], jobs: int) -> None:
+    """``dvc queue start``, its output to a file: each worker's forked parent inherits the command's stdout and keeps
+    it open until the queue empties, so through a pipe the command would not return before every job ends (CI's
+    timeout on it) and nothing queued would ever run beside the direct run."""
+    log = repo.parent / "queue-start.log"
+    with log.open("w") as out:
+        started = subprocess.run(["dvc", "queue", "start", "-j", str(jobs)], cwd=repo, env=env, stdout=out,
+                                 stderr=subprocess.STDOUT, timeout=120)  # fmt: skip
+    assert started.returncode == 0, log.read_text()[-3000:]
+
+
 def run_queue(repo: Path, env: dict[str, str], lrs: list[str], jobs: int, beside=None) -> str:
     """Queues one train_scratch experiment per learning rate, starts ``jobs`` workers, calls ``beside()`` once a
-    job runs (or at once where none does), and waits (at most 10 minutes) for the queue to empty; its status."""
+    job runs (or at once where none does), and waits (at most 15 minutes) for the queue to empty; its status."""
     for lr in lrs:
         git_dvc(repo, env, "dvc", "exp", "run", "--queue", "-n", f"lr-{lr}", "-S", f"train_scratch.paper.lr={lr}",
                 "train_scratch")  # fmt: skip
-    git_dvc(repo, env, "dvc", "queue", "start", "-j", str(jobs))
-    deadline = time.monotonic() + 600
+    start_workers(repo, env, jobs)
+    deadline = time.monotonic() + 900
     try:
         while True:
             status = git_dvc(repo, env, "dvc", "queue", "status")
