@@ -252,7 +252,9 @@ def test_the_choice_seeds_and_pruning_are_checked():
 
 
 def test_extra_backbone_seeds_pair_with_the_masked_patch_backbone_only_and_never_repeat():
-    assert params_with().backbone_count == 1  # the committed run: one backbone
+    committed = parse_params(yaml.safe_load((ROOT / "params.yaml").read_text()))
+    assert committed.backbone_count == 3  # issue 37's rerun: three masked-patch backbones
+    assert params_with().backbone_count == 1  # the tests' copies: one
     assert params_with(masked_patch={"extra_seeds": [1, 2]}).backbone_count == 3
     with pytest.raises(ConfigError, match=r"masked_patch.extra_seeds must not repeat a seed or masked_patch.seed"):
         params_with(masked_patch={"extra_seeds": [0, 1]})
