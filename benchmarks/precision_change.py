@@ -3,18 +3,20 @@ with fresh seeds?
 
     python benchmarks/precision_change.py OTHER_DIR > metrics/precision_change.json
     python benchmarks/precision_change.py metrics/replication > metrics/replication/comparison.json
+    python benchmarks/precision_change.py OTHER_DIR REFERENCE_DIR > ...
 
 OTHER_DIR holds point files (``<arm>_<point>.json``, as ``python -m pipeline.stages.sweep <arm> <point>`` writes
-them) of a second run of the committed protocol, e.g. with ``runtime.precision: fp32`` where the committed run
-used bf16; the committed run is ``metrics/data_hunger/``. For every point both runs have, it prints each arm's
-mean test accuracy in both runs, and for every paired comparison the README states (``COMPARISONS``), the
-difference and its 95% t interval in each run, whether the verdict (ahead / level / behind) is the same and
-whether the two intervals overlap. ``all_hold`` is true when every verdict is the same and every pair of
-intervals overlaps: what a change of precision may move is the last bits, not a conclusion. ``grids`` names the
-arms and sizes whose learning-rate grid differs between the runs (a second run made before a grid was widened).
+them) of a second run of the committed protocol, e.g. with ``runtime.precision: fp32`` where the committed run used
+bf16; the committed run is ``metrics/data_hunger/`` unless REFERENCE_DIR names another (the second runs made before
+issue 37's rerun are held against that run's files, kept in ``metrics/run_before_issue37/``). For every point both
+runs have, it prints each arm's mean test accuracy in both runs, and for every paired comparison the README states
+(``COMPARISONS``), the difference and its 95% t interval in each run, whether the verdict (ahead / level / behind)
+is the same and whether the two intervals overlap. ``all_hold`` is true when every verdict is the same and every
+pair of intervals overlaps: what a change of precision may move is the last bits, not a conclusion. ``grids`` names
+the arms and sizes whose learning-rate grid differs between the runs (a second run made before a grid was widened).
 ``flipped`` counts the comparisons ahead in one run and behind in the other. Where the second run's seeds are
-disjoint from the committed run's (a replication: ``seeds: [5, 6, 7, 8, 9]``, issue 37), each comparison also
-has ``pooled``: the paired difference over both runs' seeds together.
+disjoint from the committed run's (a replication: ``seeds: [5, 6, 7, 8, 9]``, issue 37), each comparison also has
+``pooled``: the paired difference over both runs' seeds together.
 
 Where OTHER_DIR also holds the second run's ``pretraining_scale.json`` (a full run), the pretraining-size axis's
 paired comparisons (``comparisons`` there: backbones against each other and the pixel probe, the masked-patch
@@ -145,14 +147,15 @@ def mean_accuracies(reference: dict, other: dict) -> dict:
     }
 
 
-def compare_stages(folder: Path) -> dict:
-    """The pretraining axis, seed 000's arms and the collapse study, where ``folder`` holds the second run's files."""
+def compare_stages(folder: Path, reference: Path = METRICS) -> dict:
+    """The pretraining axis, seed 000's arms and the collapse study, where ``folder`` holds the second run's files
+    and ``reference`` the first's."""
     result = {}
 
     def both(name: str) -> tuple[dict, dict] | None:
         if not (folder / name).is_file():
             return None
-        return json.loads((METRICS / name).read_text()), json.loads((folder / name).read_text())
+        return json.loads((reference / name).read_text()), json.loads((folder / name).read_text())
 
     if runs := both("pretraining_scale.json"):
         result["pretraining"] = compare_verdicts(runs[0]["comparisons"], runs[1]["comparisons"])
@@ -164,11 +167,12 @@ def compare_stages(folder: Path) -> dict:
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) != 1:
+    if len(argv) not in (1, 2):
         sys.exit(__doc__)
-    result = compare_runs(read_points(COMMITTED), read_points(Path(argv[0])))
-    result |= compare_stages(Path(argv[0]))
-    result["reference_source"], result["other_source"] = str(COMMITTED), argv[0]
+    reference = Path(argv[1]) if len(argv) == 2 else COMMITTED
+    result = compare_runs(read_points(reference), read_points(Path(argv[0])))
+    result |= compare_stages(Path(argv[0]), reference.parent)
+    result["reference_source"], result["other_source"] = str(reference), argv[0]
     json.dump(result, sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")
 

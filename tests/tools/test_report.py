@@ -44,7 +44,8 @@ def test_the_committed_second_run_comparisons_are_what_their_point_files_give():
     for name in ("precision_change.json", "precision_change_zen4.json"):
         committed = json.loads((REPO / "metrics" / name).read_text())
         result = subprocess.run(
-            [sys.executable, "benchmarks/precision_change.py", committed["other_source"]],
+            [sys.executable, "benchmarks/precision_change.py", committed["other_source"],
+             committed["reference_source"]],
             cwd=REPO, capture_output=True, text=True, timeout=120, check=True,
         )  # fmt: skip
         assert json.loads(result.stdout) == committed, f"rerun: python benchmarks/precision_change.py ... > {name}"
