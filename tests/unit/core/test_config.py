@@ -262,3 +262,28 @@ def test_extra_backbone_seeds_pair_with_the_masked_patch_backbone_only_and_never
         params_with(offline={"backbone": "supervised"}, masked_patch={"extra_seeds": [1]})
     with pytest.raises(ConfigError, match="masked_patch.extra_seeds must be seeds from 0"):
         params_with(masked_patch={"extra_seeds": [-1]})
+
+
+@pytest.mark.parametrize("target", ["paper", "paper-20"])
+def test_the_makefiles_paper_experiments_set_params_that_validate(tmp_path, target):
+    """`make paper` and `make paper-20` run `dvc exp run -S ...` on the committed params: DVC's own override parser
+    applied to a copy gives params that pass validation, with one backbone (the committed run pairs three)."""
+    import shlex
+
+    from dvc.utils.hydra import apply_overrides
+
+    line = next(line for line in (ROOT / "Makefile").read_text().splitlines() if f"dvc exp run -n {target} " in line)
+    words = shlex.split(
+        line.split("dvc exp run", 1)[1]
+        .replace("$(PAPER_20_URL)", "https://example.org/p.zip")
+        .replace("$(PAPER_20_SHA256)", "0" * 64)
+    )
+    overrides = [words[i + 1] for i, word in enumerate(words) if word == "-S"]
+    copy = tmp_path / "params.yaml"
+    copy.write_text((ROOT / "params.yaml").read_text())
+    apply_overrides(copy, overrides)
+    params = load_params(copy)
+    assert params.preset == "paper" and params.backbone_count == 1
+    with pytest.raises(ConfigError, match=r"masked_patch.extra_seeds: \[\]"):  # without it: one message, the fix named
+        apply_overrides(copy, ["masked_patch.extra_seeds=[1, 2]"])
+        load_params(copy)
