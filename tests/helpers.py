@@ -24,13 +24,18 @@ ROOT = Path(__file__).resolve().parents[1]
 CPU = Runtime(torch.device("cpu"), "fp32")
 
 
+def committed_params() -> dict:
+    """params.yaml exactly as committed, as a plain mapping."""
+    return yaml.safe_load((ROOT / "params.yaml").read_text())
+
+
 def raw_params() -> dict:
     """The committed params.yaml as a plain mapping, to edit one value per test, with the project copies' one-seed
     choice and one backbone (project_copy.ONE_SEED_CHOICE): the tests' fixtures train fewer seeds and use the
     paper preset's or a supervised backbone."""
     from project_copy import ONE_SEED_CHOICE, merged
 
-    return merged(yaml.safe_load((ROOT / "params.yaml").read_text()), ONE_SEED_CHOICE)
+    return merged(committed_params(), ONE_SEED_CHOICE)
 
 
 def params_with(**sections):

@@ -91,7 +91,7 @@ def load_size(
     """The first ``per_category`` instances of every category (a training size) and the ``held_out`` instances
     after the ``largest`` size's, as (N, 1, H, W) uint8 sets labelled by category."""
     info = read_info(folder)
-    if (info["instances"], per_category) != (largest + held_out, min(per_category, largest)):
+    if info["instances"] != largest + held_out or per_category > largest:
         raise UserError(f"{folder / IMAGES} holds {info['instances']} instances per category, not the largest size's "
                         f"{largest} + {held_out} held out (or {per_category} is above the largest size); rerun its "
                         "synthetic_data stage")  # fmt: skip

@@ -105,7 +105,7 @@ def plot_scale(metrics: dict) -> None:
     plt = pyplot()
     pixels = metrics["fashion_mnist"]["pixels"]
     shots = sorted(pixels, key=int)
-    figure, axes = plt.subplots(1, len(shots), figsize=(4.4 * len(pixels), 3.8), squeeze=False, sharey=True)
+    figure, axes = plt.subplots(1, len(shots), figsize=(4.4 * len(shots), 3.8), squeeze=False, sharey=True)
     colours = {"vit": "tab:blue", "resnet": "tab:orange"}
     names = {"vit": "ViT", "resnet": "small ResNet"}
     for axis, shot in zip(axes[0], shots, strict=True):

@@ -7,7 +7,7 @@ import re
 
 import pytest
 import yaml
-from helpers import ROOT, params_with, raw_params, with_value
+from helpers import ROOT, committed_params, params_with, raw_params, with_value
 from project_copy import merged
 
 from pipeline.core import arm_registry as arms
@@ -32,7 +32,7 @@ def test_committed_params_yaml_parses_to_exactly_its_values():
             expected = float(value) if isinstance(parsed, float) else value
             assert flat[prefix] == str(expected), prefix
 
-    leaves("", yaml.safe_load((ROOT / "params.yaml").read_text()), params)  # the file itself, not raw_params()
+    leaves("", committed_params(), params)  # the file itself, not raw_params()
 
 
 def test_config_knows_exactly_the_model_presets():
@@ -252,7 +252,7 @@ def test_the_choice_seeds_and_pruning_are_checked():
 
 
 def test_extra_backbone_seeds_pair_with_the_masked_patch_backbone_only_and_never_repeat():
-    committed = parse_params(yaml.safe_load((ROOT / "params.yaml").read_text()))
+    committed = parse_params(committed_params())
     assert committed.backbone_count == 3  # issue 37's rerun: three masked-patch backbones
     assert params_with().backbone_count == 1  # the tests' copies: one
     assert params_with(masked_patch={"extra_seeds": [1, 2]}).backbone_count == 3
