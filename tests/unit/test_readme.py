@@ -67,6 +67,10 @@ def stretch_run() -> dict:
     return partial_run_for("stretch")
 
 
+def issue37_rerun() -> dict:
+    return partial_run_for("issue37_rerun")
+
+
 def cnn_curve_seconds(run: dict) -> float:
     return sum(seconds for stage, seconds in run["stage_seconds"].items() if stage.startswith("sweep_cnn@"))
 
@@ -117,6 +121,8 @@ QUOTED = [
     ("README.md", "took {:.1f} minutes of stage time", lambda: repro("cpu bf16")["minutes"]),
     ("README.md", "({:.1f} wall)", lambda: repro("cpu bf16")["wall_minutes"]),
     ("README.md", "The previous protocol took {:.1f} minutes", lambda: round4()["minutes"]),
+    ("README.md", "the small ResNet's curve took {:,.1f} s of stage time", lambda: cnn_curve_seconds(issue37_rerun())),
+    ("README.md", "against {:,.1f} s in the full bf16 run", lambda: repro("cpu bf16")["stage_seconds"]["sweep_cnn"]),
     (
         "README.md",
         "The collapse stage, added after these full runs, took {:.1f} s",
