@@ -83,13 +83,24 @@ def _by_pair(cells: list[tuple[str, str, dict]]) -> str:
     return "; ".join(phrases) + " per class" if phrases else "none"
 
 
+def testing_runs(comparisons: dict, second_runs: dict[str, dict]) -> list[str]:
+    """The second runs made against these results: those whose reference means are the shown comparisons'.
+    After a rerun replaces the results, the second runs of the run before it test nothing shown."""
+    shown = {(pair, n): d["mean"] for pair, n, d in _cells(comparisons)}
+    references = {name: [(pair, n, c["reference"]["mean"]) for n, by_pair in change["comparisons"].items()
+                         for pair, c in by_pair.items()] for name, change in second_runs.items()}  # fmt: skip
+    return [name for name, refs in references.items() if any(shown.get((p, n)) == mean for p, n, mean in refs)]
+
+
 def answer(
     evaluate: dict, curve: dict, comparisons: dict, second_runs: dict[str, dict], scale: dict | None = None,
     collapse: dict | None = None,
 ) -> str:  # fmt: skip
     """The README's first screen: what the committed run says, each sentence's numbers from the committed files.
     A verdict *holds* where its 95% interval excludes zero, Holm's step-down over every comparison keeps it, and
-    no second run reached another verdict at that size; it is *unsettled* where one of those fails."""
+    no second run reached another verdict at that size; it is *unsettled* where one of those fails. While no second
+    run tests these results (a rerun has just replaced them), none is said to hold: the line names what survives
+    Holm and waits for the replication."""
     cells = list(_cells(comparisons))
     nominal = [(p, n, d) for p, n, d in cells if d["verdict"] != "level"]
     moved = {(p, n) for p, n, d in cells if verdicts_elsewhere(p, n, d, second_runs)}
@@ -116,11 +127,25 @@ def answer(
         f"scratch scores {low:.3f} at {sizes[0]} and {high:.3f} at {sizes[-1]} images per class (chance "
         f"{evaluate['baselines']['chance']:.3f}), and pretraining this small backbone buys it little: against it "
         f"at {n} per class, {pretrained} (paired by seed, 95% interval).",
-        f"- **What holds** ({len(holds)} of {len(cells)} comparisons: the interval excludes zero, Holm's correction "
-        f"over all {len(cells)} keeps it, and no second run disagrees): {_by_pair(holds)}.",
-        f"- **Unsettled** ({len(unsettled)} more are nominally ahead or behind, but fail Holm or moved in a second "
-        f"run): {_by_pair(unsettled)}. The rest are level.",
     ]
+    tested_by = testing_runs(comparisons, second_runs)
+    if tested_by:
+        lines += [
+            f"- **What holds** ({len(holds)} of {len(cells)} comparisons: the interval excludes zero, Holm's "
+            f"correction over all {len(cells)} keeps it, and no second run disagrees ({', '.join(tested_by)})): "
+            f"{_by_pair(holds)}.",
+            f"- **Unsettled** ({len(unsettled)} more are nominally ahead or behind, but fail Holm or moved in a "
+            f"second run): {_by_pair(unsettled)}. The rest are level.",
+        ]
+    else:
+        lines += [
+            f"- **What survives Holm, not yet replicated** ({len(holds)} of {len(cells)} comparisons: the interval "
+            f"excludes zero and Holm's correction over all {len(cells)} keeps it; no second run has tested these "
+            f"results yet, and a verdict is called settled only once the fresh-seed replication keeps it): "
+            f"{_by_pair(holds)}.",
+            f"- **Unsettled** ({len(unsettled)} more are nominally ahead or behind, but fail Holm): "
+            f"{_by_pair(unsettled)}. The rest are level.",
+        ]
     if primary_sentence(comparisons):
         lines.append(primary_sentence(comparisons))
     if collapse:

@@ -61,7 +61,8 @@ def test_the_first_screen_counts_what_holds_and_what_is_unsettled_from_the_commi
     text = answer(committed("evaluate.json"), committed("data_hunger.json"), comparisons, second_runs)
     cells = [d for by_size in comparisons["curve"].values() for d in by_size.values()]
     kept = sum(d["holm"] != "level" for d in cells)
-    held, unsettled = (int(re.search(rf"\*\*{word}\*\* \((\d+)", text)[1]) for word in ("What holds", "Unsettled"))
+    label = "What holds" if "**What holds**" in text else "What survives Holm, not yet replicated"
+    held, unsettled = (int(re.search(rf"\*\*{word}\*\* \((\d+)", text)[1]) for word in (label, "Unsettled"))
     assert held <= kept and held + unsettled == sum(d["verdict"] != "level" for d in cells)
     assert f"{committed('evaluate.json')['scratch']['test_acc']['mean']:.3f}" in text.splitlines()[0]
 
@@ -81,6 +82,7 @@ def test_a_verdict_holm_drops_or_a_second_run_moves_is_unsettled_not_held():
     curve = {"scratch": {"10": {"mean": 0.4}, "75": {"mean": 0.6}}}
     text = answer(evaluate, curve, comparisons, {"the rerun": moved})
     assert "**What holds** (3 of 5" in text and "small ResNet from scratch ahead of ViT from scratch at 10;" in text
+    assert "no second run disagrees (the rerun)" in text
     assert "**Unsettled** (2 more" in text and "ViT from scratch at 25, 75 per class" in text
     rows = verdict_table(comparisons, {"the rerun": moved}).splitlines()
     assert rows[2].endswith("| 10 | +0.050 | [+0.010, +0.090] | ahead | ahead |  | same |")
@@ -91,3 +93,24 @@ def test_a_verdict_holm_drops_or_a_second_run_moves_is_unsettled_not_held():
         "these 1 alone): pretrained ViT, frozen + linear head - ViT from scratch at 75: +0.050 [+0.010, +0.090], "
         "ahead, ahead after Holm (per class)."
     ) in text
+
+
+def test_while_no_second_run_tests_the_shown_results_nothing_is_said_to_hold():
+    from pipeline.results.verdicts import answer, testing_runs
+
+    base = {"mean": 0.05, "low": 0.01, "high": 0.09, "verdict": "ahead", "per_seed": [0.05] * 5}
+    comparisons = {"curve": {"cnn-scratch": {"10": base | {"holm": "ahead"}, "25": base | {"holm": "level"}}}}
+    older = {"comparisons": {"10": {"cnn-scratch": {"reference": {"mean": 0.07}, "other": {"verdict": "level"}}}}}
+    evaluate = {"scratch": {"test_acc": {"mean": 0.333}, "collapse": 1.0},
+                "linear": {"test_acc": {"mean": 0.5, "std": 0.01}}, "n_test": 30, "baselines": {"chance": 1 / 3},
+                "protocol": {"n_train_per_class": 10}}  # fmt: skip
+    comparisons["curve"]["linear-scratch"] = {"10": base | {"holm": "ahead"}}
+    comparisons["curve"]["finetune-scratch"] = {"10": base | {"holm": "ahead"}}
+    curve = {"scratch": {"10": {"mean": 0.4}, "75": {"mean": 0.6}}}
+    assert testing_runs(comparisons, {"the run before": older}) == []
+    text = answer(evaluate, curve, comparisons, {"the run before": older})
+    assert "What holds" not in text
+    assert "**What survives Holm, not yet replicated** (3 of 4 comparisons" in text
+    assert "**Unsettled** (1 more are nominally ahead or behind, but fail Holm):" in text
+    same = {"comparisons": {"10": {"cnn-scratch": {"reference": {"mean": 0.05}, "other": {"verdict": "ahead"}}}}}
+    assert testing_runs(comparisons, {"the run before": older, "the replication": same}) == ["the replication"]
