@@ -4,12 +4,14 @@
 
 Run in a project whose ``data/prepared`` and ``models/`` are the full data's, in the precision of the committed
 run (``metrics/data_hunger/*.json`` name it in ``runtime``). For every trained arm's point whose learning rate sits
-at an end of its grid (``lr_at_edge``: low | high), it trains the first seed, the one that chooses, at the next
-value of the grid's 1-3-10 sequence past that end (0.003 -> 0.01, 0.0003 -> 0.0001), under the committed protocol
-(budget, plateau schedule, validation rule), and holds its validation score against the committed first seed's
-at the edge (``lr_trials``) with the selection rule of the sweeps (``plateau.better_score``). ``choice_holds`` is
-true where the edge value still wins: the wider grid would have kept the committed choice, so it lies inside
-that grid. The probes' ridge grid (x10 steps) gets the same check for every seed whose ridge is at an end
+at an end of its grid (``lr_at_edge``: low | high), it trains the seeds that choose (the first
+``data_hunger.choice_seeds``; the later ones only if the sweeps' pruning rule lets the new value past the first)
+at the next value of the grid's 1-3-10 sequence past that end (0.003 -> 0.01, 0.0003 -> 0.0001), under the
+committed protocol (budget, plateau schedule, validation rule), and chooses from the committed grid's scores
+(``lr_trials``) and the new value's with the sweeps' own rule (pruning on the first seed, the best mean
+validation score, ``protocol.choose_lr``). ``choice_holds`` is true where the edge value is still chosen: the
+wider grid would have kept the committed choice, so it lies inside that grid. The probes' ridge grid (x10 steps)
+gets the same check for every seed whose ridge is at an end
 (``reg_at_edge``; the ridge is chosen per seed, in closed form, so each such seed is refitted with the grid one
 step wider and ``choice_holds`` says whether it keeps its ridge). Where it is false, the grid in params.yaml is
 to be widened and its arm rerun (that is how the small ResNet's and fine-tuning's grids got their present
@@ -27,11 +29,10 @@ import json
 import math
 from pathlib import Path
 
-from pipeline.arms.protocol import Curve
+from pipeline.arms.protocol import Choice, Curve, choose_lr, mean_score, pruned
 from pipeline.core.arm_registry import TRAINED, arm_module
 from pipeline.core.params_yaml import load_params
 from pipeline.data.subsets import point_path
-from pipeline.train.plateau import better_score
 from pipeline.train.runtime import resolve_runtime
 
 KEPT = ("val_acc", "val_loss", "best_step", "steps", "budget", "cap", "decay_step", "stopped_at_cap")
@@ -94,6 +95,36 @@ def first_seed_run(module, curve: Curve, data: dict, seed: int, lr: float) -> di
     return {k: run[k] for k in KEPT if k in run}
 
 
+def seed_score(trial: dict, seed: int) -> dict:
+    """A committed candidate's validation score on ``seed`` (with one choice seed, its record is that score)."""
+    return trial.get("seeds", {}).get(str(seed), trial)
+
+
+def wider_grid_choice(point: dict, lr: float, runs: list[dict], choosing: list[int], choice: Choice):
+    """The learning rate the sweep's own rule (``protocol.seed_protocol``) would choose from the committed grid
+    plus ``lr``, whose runs on the choice seeds are ``runs`` (the first alone if pruning stops it), and whether
+    ``lr`` was pruned. Adding a candidate never spares one the committed run pruned (a new leader only raises
+    the bar), so every unpruned committed candidate has its full mean in ``lr_trials``."""
+    trials = {float(key): trial for key, trial in point["lr_trials"].items()}
+    first = {value: seed_score(trial, choosing[0]) for value, trial in trials.items()} | {lr: runs[0]}
+    dropped = pruned(first, choice.n_val, choice.prune_z if len(choosing) > 1 else 0.0)
+    means = {value: mean_score([trial]) for value, trial in trials.items()} | {lr: mean_score(runs)}
+    return choose_lr([(means[value], value) for value in sorted(means) if value not in dropped])[1], lr in dropped
+
+
+def beyond_runs(module, curve: Curve, data: dict, point: dict, lr: float, choosing: list[int], choice: Choice):
+    """``lr`` trained on the first choice seed and, unless pruning stops it there, on the other choice seeds."""
+    runs = [first_seed_run(module, curve, data, choosing[0], lr)]
+    if not wider_grid_choice(point, lr, runs, choosing, choice)[1]:
+        runs += [first_seed_run(module, curve, data, seed, lr) for seed in choosing[1:]]
+    return runs
+
+
+def summary_run(runs: list[dict]) -> dict:
+    """The table's record of one candidate: its mean validation score and each run's kept / last step."""
+    return mean_score(runs) | {key: ", ".join(str(run[key]) for run in runs) for key in ("best_step", "steps")}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reproduce", nargs="*", default=[], help="ARM:POINT whose edge value is rerun first")
@@ -104,7 +135,9 @@ def main() -> None:
     runtime = resolve_runtime(params.runtime)
     curve = Curve(params.preset, params.model_name, params.backbone_model_name, params.backbone_source,
                   params.data_hunger, params.evaluate.batch_size, runtime)  # fmt: skip
-    seed = params.seeds[0]
+    choice = Choice(params.data_hunger.choice_seeds, params.data_hunger.prune_z, n_val=0)
+    choosing = params.seeds[: choice.seeds]
+    seed = choosing[0]
     results, reproduced, ridges = [], [], []
     edges = edge_points()
     committed_runtime = sorted({p["runtime"] for p in edges})
@@ -114,6 +147,7 @@ def main() -> None:
             "runtime": runtime.describe(),
             "committed_runtime": committed_runtime,
             "seed": seed,
+            "choice_seeds": choosing,
             "holds": sum(r["choice_holds"] for r in results),
             "of": len(results),
             "reproduced": reproduced,
@@ -132,16 +166,20 @@ def main() -> None:
         data = module.point_data(curve, index)
         committed = point["lr_trials"][f"{edge:g}"]
         if spec in args.reproduce:
-            again = first_seed_run(module, curve, data, seed, edge)
-            reproduced.append({"arm": arm, "point": index, "lr": edge, "committed": committed, "rerun": again,
-                               "exact": again["val_acc"] == committed["val_acc"]
-                               and again["val_loss"] == committed["val_loss"]})  # fmt: skip
+            again, first = first_seed_run(module, curve, data, seed, edge), seed_score(committed, seed)
+            reproduced.append({"arm": arm, "point": index, "lr": edge, "committed": first, "rerun": again,
+                               "exact": again["val_acc"] == first["val_acc"]
+                               and again["val_loss"] == first["val_loss"]})  # fmt: skip
         lr = beyond(edge, side)
-        run = first_seed_run(module, curve, data, seed, lr)
+        point_choice = dataclasses.replace(choice, n_val=point["n_val"])
+        runs = beyond_runs(module, curve, data, point, lr, choosing, point_choice)
+        chosen, was_pruned = wider_grid_choice(point, lr, runs, choosing, point_choice)
         results.append({
             "arm": arm, "point": index, "n_train_per_class": point["n_train_per_class"], "side": side,
-            "grid": sorted(float(k) for k in point["lr_trials"]), "chosen": edge, "chosen_val": committed,
-            "beyond": lr, "beyond_run": run, "choice_holds": not better_score(run, committed),
+            "grid": sorted(float(k) for k in point["lr_trials"]), "chosen": edge,
+            "chosen_val": mean_score([committed]), "beyond": lr, "beyond_run": summary_run(runs),
+            "beyond_seeds": runs, "beyond_pruned": was_pruned, "chosen_in_wider_grid": chosen,
+            "choice_holds": chosen == edge,
         })  # fmt: skip
         if args.out:
             args.out.write_text(document())

@@ -55,3 +55,51 @@ def test_the_committed_check_covers_every_edge_choice_and_says_whether_it_holds(
     assert len(table) == 2 + len(committed["runs"]) + 3 + len(committed["ridge_runs"])
     failed = committed["of"] - committed["holds"] + committed["ridge_of"] - committed["ridge_holds"]
     assert sum(line.endswith("| NO |") for line in table) == failed
+
+
+def trial(mean: float, *per_seed: float, pruned: bool = False) -> dict:
+    return {"val_acc": mean, "val_loss": 1.0, "pruned": pruned,
+            "seeds": {str(seed): {"val_acc": acc, "val_loss": 1.0} for seed, acc in enumerate(per_seed)}}  # fmt: skip
+
+
+# the small ResNet at 10 per class in issue 37's rerun: 0.03 chosen at the top of its grid, on seeds 0-2
+EDGE_POINT = {"lr": 0.03, "n_val": 1500, "lr_trials": {
+    "0.001": trial(0.40, 0.40, pruned=True), "0.003": trial(0.55, 0.56, 0.55, 0.54),
+    "0.01": trial(0.57, 0.57, 0.58, 0.56), "0.03": trial(0.58, 0.58, 0.58, 0.58)}}  # fmt: skip
+
+
+def score(acc: float) -> dict:
+    return {"val_acc": acc, "val_loss": 1.0, "best_step": 100, "steps": 230}
+
+
+@pytest.mark.parametrize(("first", "rest", "chosen", "was_pruned"), [
+    (0.60, [0.60, 0.60], 0.1, False),  # better on every choice seed: the wider grid chooses the new value
+    (0.59, [0.55, 0.55], 0.03, False),  # better on seed 0 alone: the mean keeps the edge
+    (0.40, [], 0.03, True),  # far behind on seed 0: pruned there, as the sweep would
+])  # fmt: skip
+def test_the_wider_grid_chooses_by_the_sweeps_own_rule(grid_edges, first, rest, chosen, was_pruned):
+    from pipeline.arms.protocol import Choice
+
+    choice = Choice(seeds=3, prune_z=3.0, n_val=1500)
+    runs = [score(first), *(score(acc) for acc in rest)]
+    assert grid_edges.wider_grid_choice(EDGE_POINT, 0.1, runs, [0, 1, 2], choice) == (chosen, was_pruned)
+
+
+def test_the_new_value_trains_the_later_choice_seeds_only_when_pruning_lets_it_past_the_first(grid_edges):
+    from pipeline.arms.protocol import Choice
+
+    class Arm:
+        def __init__(self, accuracy: float):
+            self.accuracy, self.seeds = accuracy, []
+
+        def run_seed(self, curve, data, seed, lr):
+            self.seeds.append(seed)
+            return score(self.accuracy) | {"score": lambda: pytest.fail("the test set was scored")}
+
+    choice = Choice(seeds=3, prune_z=3.0, n_val=1500)
+    close, far = Arm(0.58), Arm(0.40)
+    assert len(grid_edges.beyond_runs(close, None, {}, EDGE_POINT, 0.1, [0, 1, 2], choice)) == 3
+    assert len(grid_edges.beyond_runs(far, None, {}, EDGE_POINT, 0.1, [0, 1, 2], choice)) == 1
+    assert (close.seeds, far.seeds) == ([0, 1, 2], [0])
+    assert grid_edges.summary_run([score(0.5), score(0.6)]) == pytest.approx(
+        {"val_acc": 0.55, "val_loss": 1.0, "best_step": "100, 100", "steps": "230, 230"})  # fmt: skip
