@@ -10,7 +10,15 @@ every other value is this commit's) and runs ``dvc repro`` of the stages the com
 ``evaluate``, and everything before them). Then it copies the replication's point files, ``data_hunger.json``,
 ``comparisons.json`` and ``evaluate.json`` into ``metrics/replication/``, with a note of the commit, the seeds and
 the machine. The comparison (``benchmarks/precision_change.py``) holds each verdict against the committed run's
-and pools the ten seeds."""
+and pools the ten seeds.
+
+The run takes longer than one working session on 2 cores, and a worktree need not outlive its session. So
+whenever ``dvc repro`` stops (finished, failed or interrupted), the worktree's ``dvc.lock`` and the files its
+finished stages wrote to git-tracked folders (``metrics/``, ``plots/``) are saved to
+``metrics/replication/progress/``, to be committed; a new worktree starts from them, and ``dvc repro`` reruns
+only what they do not hold (the models, kept in the DVC cache alone, are retrained: byte-equal on the same CPU
+kind and precision, so the stages after them stay done). A worktree left at an older commit is reused only
+where that commit's pipeline (``pipeline/``, ``dvc.yaml``, ``params.yaml``) is this one's."""
 
 from __future__ import annotations
 
@@ -29,19 +37,64 @@ REPO = Path(__file__).resolve().parents[1]
 SEEDS = {"seeds": [5, 6, 7, 8, 9], "masked_patch": {"seed": 5, "extra_seeds": [6, 7]}}
 TARGETS = ("data_hunger", "evaluate")
 COPIED = ("data_hunger.json", "comparisons.json", "evaluate.json")
+PROGRESS = REPO / "metrics" / "replication" / "progress"
+SAVED = ("dvc.lock", "metrics", "plots")  # what a stopped run leaves that git can keep
+PIPELINE = ("pipeline", "dvc.yaml", "params.yaml")  # a worktree of another commit is reused only if these agree
 
 
 def git(*args: str, cwd: Path = REPO) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
 
 
+def changed_files(work: Path) -> list[str]:
+    """The files under ``SAVED`` that the worktree's runs wrote or changed (git's view, relative paths)."""
+    listed = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all", "--", *SAVED],
+        cwd=work,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout  # fmt: skip (not stripped: XY codes)
+    return sorted(line[3:] for line in listed.splitlines() if (work / line[3:]).is_file())  # not a deleted one
+
+
+def save_progress(work: Path, progress: Path = PROGRESS) -> list[str]:
+    """Copies what the worktree's finished stages wrote (``changed_files``) into ``progress``, replacing it."""
+    files = changed_files(work)
+    if files:
+        shutil.rmtree(progress, ignore_errors=True)
+        for name in files:
+            (progress / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(work / name, progress / name)
+    return files
+
+
+def restore_progress(work: Path, progress: Path = PROGRESS) -> list[str]:
+    """Copies a saved run's files into a new worktree, so that ``dvc repro`` goes on from where it stopped."""
+    files = sorted(str(path.relative_to(progress)) for path in progress.rglob("*") if path.is_file())
+    for name in files:
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(progress / name, work / name)
+    return files
+
+
 def prepare_worktree(work: Path) -> str:
-    """``work`` as a worktree of HEAD with the replication's seeds, sharing the DVC cache; returns the commit."""
+    """``work`` as a worktree of HEAD with the replication's seeds, sharing the DVC cache, a new one starting
+    from the saved progress; returns the commit whose code runs in it."""
     commit = git("rev-parse", "--short", "HEAD")
     if not (work / ".git").exists():
         git("worktree", "add", "--detach", str(work), "HEAD")
-    elif git("rev-parse", "--short", "HEAD", cwd=work) != commit:
-        sys.exit(f"{work} is a worktree of another commit; remove it (git worktree remove {work}) or pick --work")
+        restored = restore_progress(work) if PROGRESS.exists() else []
+        print(f"new worktree {work}" + (f", {len(restored)} files of the saved progress restored" if restored else ""))
+    else:
+        theirs = git("rev-parse", "--short", "HEAD", cwd=work)
+        if theirs != commit and subprocess.run(["git", "diff", "--quiet", theirs, commit, "--", *PIPELINE],
+                                               cwd=REPO).returncode:  # fmt: skip
+            sys.exit(
+                f"{work} is a worktree of commit {theirs}, whose pipeline differs from this commit's; remove "
+                f"it (git worktree remove --force {work}) to start from the saved progress, or pick --work"
+            )
+        commit = theirs
     params = yaml.safe_load((work / "params.yaml").read_text())
     params["seeds"] = SEEDS["seeds"]
     params["masked_patch"].update(SEEDS["masked_patch"])
@@ -76,7 +129,11 @@ def main() -> None:
     work = args.work.resolve()
     commit = prepare_worktree(work)
     if not args.collect_only:
-        subprocess.run(["dvc", "repro", *TARGETS], cwd=work, check=True)
+        try:
+            subprocess.run(["dvc", "repro", *TARGETS], cwd=work, check=True)
+        finally:
+            saved = save_progress(work)
+            print(f"{len(saved)} files of this run saved in {PROGRESS.relative_to(REPO)}: commit them to keep them")
     print(f"replication files in {collect(work, commit).relative_to(REPO)}")
 
 

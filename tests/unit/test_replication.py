@@ -1,0 +1,64 @@
+"""benchmarks/replication.py: a stopped run's files saved for git and restored into a new worktree."""
+
+import importlib.util
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def replication():
+    spec = importlib.util.spec_from_file_location("replication", ROOT / "benchmarks" / "replication.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def git(*args: str, cwd: Path) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True,
+                   capture_output=True)  # fmt: skip
+
+
+def test_a_stopped_runs_new_files_go_to_progress_and_back_into_a_new_worktree(replication, tmp_path):
+    work = tmp_path / "work"
+    (work / "metrics" / "data_hunger").mkdir(parents=True)
+    (work / "metrics" / "kept.json").write_text("{}")
+    (work / "metrics" / "untouched.json").write_text("{}")
+    (work / "dvc.lock").write_text("schema: '2.0'\n")
+    (work / "params.yaml").write_text("seeds: [0]\n")
+    git("init", "-q", cwd=work)
+    git("add", ".", cwd=work)
+    git("commit", "-qm", "c", cwd=work)
+    # a run: new stages locked, a point file written, the seeds changed; an untouched file stays out
+    (work / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")
+    (work / "metrics" / "data_hunger" / "scratch_0.json").write_text('{"point": 0}')
+    (work / "params.yaml").write_text("seeds: [5]\n")
+    (work / "metrics" / "kept.json").unlink()  # an output DVC removed before its stage was stopped
+    progress = tmp_path / "progress"
+    (progress / "metrics").mkdir(parents=True)
+    (progress / "metrics" / "stale.json").write_text("{}")  # an older save: replaced, not merged
+    saved = replication.save_progress(work, progress)
+    assert saved == ["dvc.lock", "metrics/data_hunger/scratch_0.json"]
+    assert sorted(str(p.relative_to(progress)) for p in progress.rglob("*") if p.is_file()) == saved
+    fresh = tmp_path / "fresh"
+    (fresh / "metrics").mkdir(parents=True)
+    assert replication.restore_progress(fresh, progress) == saved
+    assert (fresh / "metrics" / "data_hunger" / "scratch_0.json").read_text() == '{"point": 0}'
+    assert (fresh / "dvc.lock").read_text() == "schema: '2.0'\nstages: {}\n"
+
+
+def test_a_run_that_wrote_nothing_keeps_the_saved_progress(replication, tmp_path):
+    work = tmp_path / "work"
+    (work / "metrics").mkdir(parents=True)
+    (work / "metrics" / "kept.json").write_text("{}")
+    git("init", "-q", cwd=work)
+    git("add", ".", cwd=work)
+    git("commit", "-qm", "c", cwd=work)
+    progress = tmp_path / "progress"
+    progress.mkdir()
+    (progress / "dvc.lock").write_text("x")
+    assert replication.save_progress(work, progress) == []
+    assert (progress / "dvc.lock").read_text() == "x"
