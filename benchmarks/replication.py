@@ -1,7 +1,16 @@
-"""Issue 37's replication with fresh seeds: the curve and the headline again, new subsets and new backbones.
+"""Issue 37's replication with fresh seeds (the curve and the headline again, new subsets and new backbones), and
+its full rerun of the committed pipeline, each across as many working sessions as it takes.
 
     python benchmarks/replication.py --work ../replication     # hours: every trained arm of the curve again
     python benchmarks/precision_change.py metrics/replication > metrics/replication/comparison.json
+    python benchmarks/replication.py --rerun --work ../rerun   # hours: every stage of this commit's dvc.yaml
+
+With ``--rerun`` nothing in ``params.yaml`` changes, every stage runs (one ``dvc repro`` a stage, in ``RERUN_ORDER``:
+the stages that read the prepared data alone first, cheapest first, so that what a session finishes survives it;
+then those that read the cached backbones, which a new session trains again), progress goes to
+``metrics/rerun/progress/`` and, once every stage is done, its files replace this checkout's ``dvc.lock``,
+``metrics/`` and ``plots/`` files (``--collect-only`` does that alone). Each ``dvc repro`` call's wall time, the
+CPU and its bf16 features go to ``times.json`` beside the progress folder, for ``metrics/repro_time.json``.
 
 Makes ``--work`` a git worktree of this commit (or reuses one an interrupted run left there: DVC resumes at the
 first stage whose outputs are missing), shares this repository's DVC cache, sets the seeds docs/results.md wrote
@@ -12,13 +21,14 @@ every other value is this commit's) and runs ``dvc repro`` of the stages the com
 the machine. The comparison (``benchmarks/precision_change.py``) holds each verdict against the committed run's
 and pools the ten seeds.
 
-The run takes longer than one working session on 2 cores, and a worktree need not outlive its session. So
-whenever ``dvc repro`` stops (finished, failed or interrupted), the worktree's ``dvc.lock`` and the files its
-finished stages wrote to git-tracked folders (``metrics/``, ``plots/``) are saved to
-``metrics/replication/progress/``, to be committed; a new worktree starts from them, and ``dvc repro`` reruns
-only what they do not hold (the models, kept in the DVC cache alone, are retrained: byte-equal on the same CPU
-kind and precision, so the stages after them stay done). A worktree left at an older commit is reused only
-where that commit's pipeline (``pipeline/``, ``dvc.yaml``, ``params.yaml``) is this one's."""
+The run takes longer than one working session on 2 cores, and a worktree need not outlive its session. So after
+each ``dvc repro`` call and whenever one stops (finished, failed or interrupted), the worktree's ``dvc.lock`` and the
+files its finished stages wrote to git-tracked folders (``metrics/``, ``plots/``) are saved to
+``metrics/replication/progress/`` (``metrics/rerun/progress/``), to be committed; a new worktree starts from them,
+and ``dvc repro`` reruns only what they do not hold (the models, kept in the DVC cache alone, are retrained:
+byte-equal on the same CPU kind and precision, so the stages after them stay done; on another, those stages run
+again). A worktree left at an older commit is reused only where that commit's pipeline (``pipeline/``,
+``dvc.yaml``, ``params.yaml``) is this one's."""
 
 from __future__ import annotations
 
@@ -29,7 +39,9 @@ import platform
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import NamedTuple
 
 import yaml
 
@@ -38,6 +50,30 @@ SEEDS = {"seeds": [5, 6, 7, 8, 9], "masked_patch": {"seed": 5, "extra_seeds": [6
 TARGETS = ("data_hunger", "evaluate")
 COPIED = ("data_hunger.json", "comparisons.json", "evaluate.json")
 PROGRESS = REPO / "metrics" / "replication" / "progress"
+# The rerun's order: the stages whose deps are the prepared data alone (no cached model), which stay done however
+# the next session's CPU trains a backbone, cheapest first; then those that read the backbones; then the rest.
+RERUN_ORDER = (
+    "prepare", *(f"sweep_pixels@{point}" for point in range(5)),
+    "sweep_scratch@0", "sweep_cnn@0", "sweep_scratch@1", "sweep_cnn@1", "sweep_cnn@2",
+    "sweep_scratch@2", "ablation", "masked_patch_pool", "collapse", "sweep_cnn@3", "sweep_scratch@3",
+    "masked_patch_long", "sweep_cnn@4", "sweep_scratch@4",
+    "backbone", "masked_patch", "masked_patch_seeds", "train_scratch", "linear_probe", "analysis",
+    *(f"pretrain_scale@{arch}-{point}" for arch in ("vit", "resnet") for point in range(4)),
+    "sweep_pretrained@0", "sweep_pretrained@1", "sweep_pretrained@2", "sweep_pretrained@3", "sweep_pretrained@4",
+)  # fmt: skip
+
+
+class Run(NamedTuple):
+    """What one kind of run changes in ``params.yaml``, which ``dvc repro`` targets it runs in turn (the last with
+    everything they need: ``None`` is the whole pipeline) and where its progress is kept."""
+
+    changes: dict
+    targets: tuple
+    progress: Path
+
+
+REPLICATION = Run(SEEDS, TARGETS, PROGRESS)
+RERUN = Run({}, (*RERUN_ORDER, None), REPO / "metrics" / "rerun" / "progress")
 SAVED = ("dvc.lock", "metrics", "plots")  # what a stopped run leaves that git can keep
 PIPELINE = ("pipeline", "dvc.yaml", "params.yaml")  # a worktree of another commit is reused only if these agree
 
@@ -78,13 +114,13 @@ def restore_progress(work: Path, progress: Path = PROGRESS) -> list[str]:
     return files
 
 
-def prepare_worktree(work: Path) -> str:
-    """``work`` as a worktree of HEAD with the replication's seeds, sharing the DVC cache, a new one starting
-    from the saved progress; returns the commit whose code runs in it."""
+def prepare_worktree(work: Path, run: Run = REPLICATION) -> str:
+    """``work`` as a worktree of HEAD with the run's changes to ``params.yaml``, sharing the DVC cache, a new one
+    starting from the saved progress; returns the commit whose code runs in it."""
     commit = git("rev-parse", "--short", "HEAD")
     if not (work / ".git").exists():
         git("worktree", "add", "--detach", str(work), "HEAD")
-        restored = restore_progress(work) if PROGRESS.exists() else []
+        restored = restore_progress(work, run.progress) if run.progress.exists() else []
         print(f"new worktree {work}" + (f", {len(restored)} files of the saved progress restored" if restored else ""))
     else:
         theirs = git("rev-parse", "--short", "HEAD", cwd=work)
@@ -95,12 +131,45 @@ def prepare_worktree(work: Path) -> str:
                 f"it (git worktree remove --force {work}) to start from the saved progress, or pick --work"
             )
         commit = theirs
-    params = yaml.safe_load((work / "params.yaml").read_text())
-    params["seeds"] = SEEDS["seeds"]
-    params["masked_patch"].update(SEEDS["masked_patch"])
-    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    if run.changes:
+        params = yaml.safe_load((work / "params.yaml").read_text())
+        params["seeds"] = run.changes["seeds"]
+        params["masked_patch"].update(run.changes["masked_patch"])
+        (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     subprocess.run(["dvc", "cache", "dir", "--local", str(REPO / ".dvc" / "cache")], cwd=work, check=True)
     return commit
+
+
+def machine() -> str:
+    """This CPU's model name, cores and native bf16 features, as a run's record names them."""
+    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")),
+               platform.processor())  # fmt: skip
+    kind = ", ".join(flag for flag in ("avx512_bf16", "amx_bf16") if flag in cpuinfo) or "no native bf16"
+    return f"{cpu} ({os.cpu_count()} cores; {kind})"
+
+
+def record_time(times: Path, commit: str, target: str | None, seconds: float, ok: bool) -> None:
+    """Appends one ``dvc repro`` call's wall time to ``times`` (a JSON list kept beside the progress folder)."""
+    entries = json.loads(times.read_text()) if times.exists() else []
+    at = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    entries.append({"target": target or "(every stage)", "seconds": round(seconds, 1), "finished": ok,
+                    "commit": commit, "cpu": machine(), "at": at})  # fmt: skip
+    times.parent.mkdir(parents=True, exist_ok=True)
+    times.write_text(json.dumps(entries, indent=1) + "\n")
+
+
+def reproduce(work: Path, commit: str, run: Run) -> None:
+    """``dvc repro`` of each of the run's targets in turn, saving the progress and the call's time after each."""
+    for target in run.targets:
+        started, ok = time.monotonic(), False
+        try:
+            subprocess.run(["dvc", "repro", *([target] if target else [])], cwd=work, check=True)
+            ok = True
+        finally:
+            saved = save_progress(work, run.progress)
+            record_time(run.progress.parent / "times.json", commit, target, time.monotonic() - started, ok)
+            print(f"{len(saved)} files saved in {run.progress.relative_to(REPO)}: commit them to keep them")
 
 
 def collect(work: Path, commit: str) -> Path:
@@ -111,12 +180,7 @@ def collect(work: Path, commit: str) -> Path:
         shutil.copy(path, target / path.name)
     for name in COPIED:
         shutil.copy(work / "metrics" / name, target / name)
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())  # fmt: skip
-    flags = Path("/proc/cpuinfo").read_text()
-    kind = ", ".join(flag for flag in ("avx512_bf16", "amx_bf16") if flag in flags) or "no native bf16"
-    note = {"commit": commit, "changed": SEEDS, "targets": list(TARGETS),
-            "cpu": f"{cpu} ({os.cpu_count()} cores; {kind})"}  # fmt: skip
+    note = {"commit": commit, "changed": SEEDS, "targets": list(TARGETS), "cpu": machine()}
     (target / "run.json").write_text(json.dumps(note, indent=2) + "\n")
     return target
 
@@ -124,17 +188,19 @@ def collect(work: Path, commit: str) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, required=True, help="the worktree to run in (kept, so a run resumes)")
+    parser.add_argument("--rerun", action="store_true", help="the committed pipeline again, every stage, same seeds")
     parser.add_argument("--collect-only", action="store_true", help="copy a finished run's files, run nothing")
     args = parser.parse_args()
+    run = RERUN if args.rerun else REPLICATION
     work = args.work.resolve()
-    commit = prepare_worktree(work)
+    commit = prepare_worktree(work, run)
     if not args.collect_only:
-        try:
-            subprocess.run(["dvc", "repro", *TARGETS], cwd=work, check=True)
-        finally:
-            saved = save_progress(work)
-            print(f"{len(saved)} files of this run saved in {PROGRESS.relative_to(REPO)}: commit them to keep them")
-    print(f"replication files in {collect(work, commit).relative_to(REPO)}")
+        reproduce(work, commit, run)
+    if args.rerun:
+        adopted = restore_progress(REPO, run.progress)
+        print(f"{len(adopted)} files of the rerun now in this checkout (dvc.lock, metrics/, plots/): commit them")
+    else:
+        print(f"replication files in {collect(work, commit).relative_to(REPO)}")
 
 
 if __name__ == "__main__":

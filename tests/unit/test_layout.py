@@ -24,7 +24,7 @@ ACROSS_MODULES = {
     "test_grid_edges.py": "benchmarks/grid_edges.py against the committed point files, and its table in the report",
     "test_floor_check.py": "benchmarks/floor_check.py: the cells the plateau floor may decide",
     "test_precision_change.py": "benchmarks/precision_change.py: a rerun's and a fresh-seed replication's verdicts",
-    "test_replication.py": "benchmarks/replication.py: a stopped replication's files kept for git and restored",
+    "test_replication.py": "benchmarks/replication.py: a stopped replication's or rerun's files kept and restored",
     "test_layout.py": "this file",
 }
 

@@ -1,4 +1,4 @@
-"""benchmarks/replication.py: a stopped run's files saved for git and restored into a new worktree."""
+"""benchmarks/replication.py: a stopped run's files saved for git and restored in a new worktree; the rerun's order."""
 
 import importlib.util
 import subprocess
@@ -62,3 +62,34 @@ def test_a_run_that_wrote_nothing_keeps_the_saved_progress(replication, tmp_path
     (progress / "dvc.lock").write_text("x")
     assert replication.save_progress(work, progress) == []
     assert (progress / "dvc.lock").read_text() == "x"
+
+
+def test_the_rerun_runs_every_stage_and_first_those_no_backbone_session_can_undo(replication):
+    """The stages before ``backbone`` read no cached model (their results stay done whatever CPU trains the next
+    backbone), and every stage of dvc.yaml is a target or gathered by the final whole-pipeline call."""
+    import yaml
+
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    order = replication.RERUN.targets
+    assert order[-1] is None  # the whole pipeline last: the aggregates (data_hunger, evaluate, plot, summary)
+    first_model_reader = order.index("backbone")
+    for target in order[:first_model_reader]:
+        deps = stages[target.split("@")[0]].get("deps", [])
+        assert not [dep for dep in deps if str(dep).startswith("models/")], target
+    items = {t.split("@")[0] for t in order[:-1]}
+    aggregates = {name for name, stage in stages.items() if name not in items}
+    for name in aggregates:  # only quick stages that gather files are left to the final call
+        outs = [str(out) for out in stages[name].get("outs", []) if isinstance(out, str)]
+        assert "foreach" not in stages[name] and not [out for out in outs if out.startswith("models/")], name
+
+
+def test_each_dvc_repro_call_is_timed_with_its_machine(replication, tmp_path):
+    times = tmp_path / "times.json"
+    replication.record_time(times, "abc1234", "sweep_cnn@0", 12.34, True)
+    replication.record_time(times, "abc1234", None, 1.0, False)
+    import json
+
+    entries = json.loads(times.read_text())
+    assert [(e["target"], e["seconds"], e["finished"]) for e in entries] == [
+        ("sweep_cnn@0", 12.3, True), ("(every stage)", 1.0, False)]  # fmt: skip
+    assert "cores" in entries[0]["cpu"]
