@@ -16,10 +16,10 @@ Makes ``--work`` a git worktree of this commit (or reuses one an interrupted run
 first stage whose outputs are missing), shares this repository's DVC cache, sets the seeds docs/results.md wrote
 before the run (``seeds: [5, 6, 7, 8, 9]``, ``masked_patch.seed: 5``, ``masked_patch.extra_seeds: [6, 7]``:
 every other value is this commit's) and runs ``dvc repro`` of the stages the comparison reads (``data_hunger``,
-``evaluate``, and everything before them). Then it copies the replication's point files, ``data_hunger.json``,
-``comparisons.json`` and ``evaluate.json`` into ``metrics/replication/``, with a note of the commit, the seeds and
-the machine. The comparison (``benchmarks/precision_change.py``) holds each verdict against the committed run's
-and pools the ten seeds.
+``evaluate``, and everything before them), one at a time in the rerun's order. Then it copies the replication's
+point files, ``data_hunger.json``, ``comparisons.json`` and ``evaluate.json`` into ``metrics/replication/``, with
+a note of the commit, the seeds and the machine. The comparison (``benchmarks/precision_change.py``) holds each
+verdict against the committed run's and pools the ten seeds.
 
 The run takes longer than one working session on 2 cores, and a worktree need not outlive its session. So after
 each ``dvc repro`` call and whenever one stops (finished, failed or interrupted), the worktree's ``dvc.lock`` and the
@@ -72,7 +72,9 @@ class Run(NamedTuple):
     progress: Path
 
 
-REPLICATION = Run(SEEDS, TARGETS, PROGRESS)
+# The replication's: the rerun's order less the stages that neither data_hunger nor evaluate reads.
+NOT_COMPARED = ("ablation", "masked_patch_pool", "collapse", "masked_patch_long", "analysis", "pretrain_scale")
+REPLICATION = Run(SEEDS, (*(t for t in RERUN_ORDER if t.split("@")[0] not in NOT_COMPARED), *TARGETS), PROGRESS)
 RERUN = Run({}, (*RERUN_ORDER, None), REPO / "metrics" / "rerun" / "progress")
 SAVED = ("dvc.lock", "metrics", "plots")  # what a stopped run leaves that git can keep
 PIPELINE = ("pipeline", "dvc.yaml", "params.yaml")  # a worktree of another commit is reused only if these agree

@@ -93,3 +93,10 @@ def test_each_dvc_repro_call_is_timed_with_its_machine(replication, tmp_path):
     assert [(e["target"], e["seconds"], e["finished"]) for e in entries] == [
         ("sweep_cnn@0", 12.3, True), ("(every stage)", 1.0, False)]  # fmt: skip
     assert "cores" in entries[0]["cpu"]
+
+
+def test_the_replication_runs_what_the_comparison_reads_in_the_reruns_order(replication):
+    order = replication.REPLICATION.targets
+    assert order[-2:] == ("data_hunger", "evaluate")
+    assert [t for t in replication.RERUN_ORDER if t in order] == list(order[:-2])
+    assert "sweep_scratch@4" in order and "masked_patch_seeds" in order and "collapse" not in order
