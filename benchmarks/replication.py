@@ -148,7 +148,8 @@ def machine() -> str:
     cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")),
                platform.processor())  # fmt: skip
     kind = ", ".join(flag for flag in ("avx512_bf16", "amx_bf16") if flag in cpuinfo) or "no native bf16"
-    return f"{cpu} ({os.cpu_count()} cores; {kind})"
+    vectors = "AVX512" if "avx512f" in cpuinfo else "AVX2" if "avx2" in cpuinfo else "no AVX2"
+    return f"{cpu} ({os.cpu_count()} cores; {vectors}, {kind})"
 
 
 def record_time(times: Path, commit: str, target: str | None, seconds: float, ok: bool) -> None:
