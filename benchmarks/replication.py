@@ -152,26 +152,41 @@ def machine() -> str:
     return f"{cpu} ({os.cpu_count()} cores; {vectors}, {kind})"
 
 
-def record_time(times: Path, commit: str, target: str | None, seconds: float, ok: bool) -> None:
-    """Appends one ``dvc repro`` call's wall time to ``times`` (a JSON list kept beside the progress folder)."""
+def record_time(times: Path, commit: str, target: str | None, seconds: float, ok: bool, ran: bool = True) -> None:
+    """Appends one ``dvc repro`` call's wall time to ``times`` (a JSON list kept beside the progress folder);
+    ``ran`` is false for a call that found its stages done (a resumed run passes them): no stage's time."""
     entries = json.loads(times.read_text()) if times.exists() else []
     at = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    entries.append({"target": target or "(every stage)", "seconds": round(seconds, 1), "finished": ok,
+    entries.append({"target": target or "(every stage)", "seconds": round(seconds, 1), "finished": ok, "ran": ran,
                     "commit": commit, "cpu": machine(), "at": at})  # fmt: skip
     times.parent.mkdir(parents=True, exist_ok=True)
     times.write_text(json.dumps(entries, indent=1) + "\n")
 
 
+def dvc_repro(work: Path, target: str | None) -> bool:
+    """Runs ``dvc repro [target]`` in ``work``, its output passed on line by line; whether it ran a stage (a resumed
+    run's call that finds its stages done runs none). Raises ``CalledProcessError`` as ``subprocess.run`` does."""
+    command = ["dvc", "repro", *([target] if target else [])]
+    ran = False
+    with subprocess.Popen(command, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as dvc:
+        for line in dvc.stdout:
+            ran = ran or line.startswith("Running stage")
+            print(line, end="", flush=True)
+    if dvc.returncode:
+        raise subprocess.CalledProcessError(dvc.returncode, command)
+    return ran
+
+
 def reproduce(work: Path, commit: str, run: Run) -> None:
     """``dvc repro`` of each of the run's targets in turn, saving the progress and the call's time after each."""
     for target in run.targets:
-        started, ok = time.monotonic(), False
+        started, ok, ran = time.monotonic(), False, True  # a call stopped midway is counted as one that ran
         try:
-            subprocess.run(["dvc", "repro", *([target] if target else [])], cwd=work, check=True)
+            ran = dvc_repro(work, target)
             ok = True
         finally:
             saved = save_progress(work, run.progress)
-            record_time(run.progress.parent / "times.json", commit, target, time.monotonic() - started, ok)
+            record_time(run.progress.parent / "times.json", commit, target, time.monotonic() - started, ok, ran)
             print(f"{len(saved)} files saved in {run.progress.relative_to(REPO)}: commit them to keep them")
 
 

@@ -1,6 +1,7 @@
 """benchmarks/replication.py: a stopped run's files saved for git and restored in a new worktree; the rerun's order."""
 
 import importlib.util
+import os
 import subprocess
 from pathlib import Path
 
@@ -87,11 +88,15 @@ def test_each_dvc_repro_call_is_timed_with_its_machine(replication, tmp_path):
     times = tmp_path / "times.json"
     replication.record_time(times, "abc1234", "sweep_cnn@0", 12.34, True)
     replication.record_time(times, "abc1234", None, 1.0, False)
+    replication.record_time(times, "abc1234", "sweep_cnn@0", 3.2, True, ran=False)  # resumed: found it done
     import json
 
     entries = json.loads(times.read_text())
-    assert [(e["target"], e["seconds"], e["finished"]) for e in entries] == [
-        ("sweep_cnn@0", 12.3, True), ("(every stage)", 1.0, False)]  # fmt: skip
+    assert [(e["target"], e["seconds"], e["finished"], e["ran"]) for e in entries] == [
+        ("sweep_cnn@0", 12.3, True, True),
+        ("(every stage)", 1.0, False, True),
+        ("sweep_cnn@0", 3.2, True, False),
+    ]
     assert "cores" in entries[0]["cpu"]
 
 
@@ -100,3 +105,24 @@ def test_the_replication_runs_what_the_comparison_reads_in_the_reruns_order(repl
     assert order[-2:] == ("data_hunger", "evaluate")
     assert [t for t in replication.RERUN_ORDER if t in order] == list(order[:-2])
     assert "sweep_scratch@4" in order and "masked_patch_seeds" in order and "collapse" not in order
+
+
+@pytest.mark.parametrize(("output", "code", "ran"), [
+    ("Stage 'prepare' didn't change, skipping\nData and pipelines are up to date.\n", 0, False),
+    ("Stage 'prepare' didn't change, skipping\nRunning stage 'sweep_cnn@0':\n> python -m x\n", 0, True),
+    ("Running stage 'sweep_cnn@0':\nERROR: failed\n", 1, None),
+])  # fmt: skip
+def test_a_call_says_whether_dvc_ran_a_stage(replication, tmp_path, monkeypatch, capsys, output, code, ran):
+    """A resumed run's calls that find their stages done are told apart from those that ran one (their times are
+    no stage's time); dvc's output still reaches the log, and a failed call raises."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "dvc").write_text(f'#!/bin/sh\nprintf %s "{output}"\nexit {code}\n')
+    (bin_dir / "dvc").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    if ran is None:
+        with pytest.raises(subprocess.CalledProcessError):
+            replication.dvc_repro(tmp_path, "sweep_cnn@0")
+    else:
+        assert replication.dvc_repro(tmp_path, "sweep_cnn@0") is ran
+    assert capsys.readouterr().out == output
