@@ -14,7 +14,10 @@ runs have, it prints each arm's mean test accuracy in both runs, and for every p
 is the same and whether the two intervals overlap. ``all_hold`` is true when every verdict is the same and every
 pair of intervals overlaps: what a change of precision may move is the last bits, not a conclusion. ``grids`` names
 the arms and sizes whose learning-rate grid differs between the runs (a second run made before a grid was widened).
-``flipped`` counts the comparisons ahead in one run and behind in the other. Where the second run's seeds are
+``flipped`` counts the comparisons ahead in one run and behind in the other. ``learning_rates`` sets each trained
+arm's chosen rate in one run beside the other's, at every size both hold, with each run's ``margin``: its choice's
+mean validation score minus the runner-up's (a small margin is a choice that validation barely tells apart);
+``same_learning_rate`` counts the cells whose rate is the same. Where the second run's seeds are
 disjoint from the committed run's (a replication: ``seeds: [5, 6, 7, 8, 9]``, issue 37), each comparison also has
 ``pooled``: the paired difference over both runs' seeds together.
 
@@ -76,6 +79,29 @@ def differing_grids(reference: dict[str, dict[str, dict]], other: dict[str, dict
     return grids
 
 
+def margin(point: dict) -> float | None:
+    """The chosen candidate's mean validation accuracy minus the best other candidate's (``lr_trials``)."""
+    scores = sorted((trial["val_acc"] for trial in point.get("lr_trials", {}).values()), reverse=True)
+    return scores[0] - scores[1] if len(scores) > 1 else None
+
+
+def chosen_rates(reference: dict[str, dict[str, dict]], other: dict[str, dict[str, dict]]) -> dict:
+    """``{arm: {size: {"reference", "other", "same", "margin"}}}`` for each arm and size both runs trained with a
+    chosen learning rate (the probes choose a ridge penalty instead, per seed)."""
+    rates: dict[str, dict] = {}
+    for n in sorted(set(reference) & set(other), key=int):
+        for arm in sorted(set(reference[n]) & set(other[n])):
+            points = (reference[n][arm], other[n][arm])
+            if all("lr" in point for point in points):
+                rates.setdefault(arm, {})[n] = {
+                    "reference": points[0]["lr"],
+                    "other": points[1]["lr"],
+                    "same": points[0]["lr"] == points[1]["lr"],
+                    "margin": {"reference": margin(points[0]), "other": margin(points[1])},
+                }
+    return rates
+
+
 def compare_runs(reference: dict[str, dict[str, dict]], other: dict[str, dict[str, dict]]) -> dict:
     """Arm means and paired comparisons at every size and arm both runs hold."""
     arms, comparisons, runtimes = {}, {}, {"reference": set(), "other": set()}
@@ -106,8 +132,12 @@ def compare_runs(reference: dict[str, dict[str, dict]], other: dict[str, dict[st
     held = [c["same_verdict"] and c["overlap"] for by_pair in comparisons.values() for c in by_pair.values()]
     flipped = [c for by_pair in comparisons.values() for c in by_pair.values()
                if {c["reference"]["verdict"], c["other"]["verdict"]} == {"ahead", "behind"}]  # fmt: skip
+    rates = chosen_rates(reference, other)
     return {
         "grids": differing_grids(reference, other),
+        "learning_rates": rates,
+        "same_learning_rate": f"{sum(c['same'] for by_size in rates.values() for c in by_size.values())} of "
+        f"{sum(len(by_size) for by_size in rates.values())}",
         "runtime": {name: sorted(values) for name, values in runtimes.items()},
         "arms": arms,
         "comparisons": comparisons,

@@ -33,3 +33,19 @@ def test_a_replication_with_fresh_seeds_pools_both_runs_per_comparison_and_count
     rerun = precision_change.compare_runs(reference, reference)  # the same seeds again: nothing to pool
     assert "pooled" not in rerun["comparisons"]["75"]["finetune-scratch"] and rerun["flipped"] == 0
     assert rerun["held"] == rerun["compared"] == 1
+
+
+def test_each_trained_arms_chosen_rate_is_set_beside_the_other_runs_with_its_margin():
+    def trained(arm: str, lr: float, scores: dict[str, float]) -> dict:
+        return point(arm, [0], [0.7]) | {"lr": lr, "lr_trials": {k: {"val_acc": v} for k, v in scores.items()}}
+
+    pixels = point("pixels", [0], [0.6])
+    reference = {"10": {"cnn": trained("cnn", 0.03, {"0.01": 0.57, "0.03": 0.58}), "pixels": pixels},
+                 "75": {"cnn": trained("cnn", 0.01, {"0.01": 0.73, "0.03": 0.70})}}  # fmt: skip
+    other = {"10": {"cnn": trained("cnn", 0.01, {"0.01": 0.59, "0.03": 0.56}), "pixels": pixels},
+             "75": {"cnn": trained("cnn", 0.01, {"0.01": 0.74, "0.03": 0.69})}}  # fmt: skip
+    result = precision_change.compare_runs(reference, other)
+    assert result["same_learning_rate"] == "1 of 2"  # the pixel probe chooses no rate
+    cell = result["learning_rates"]["cnn"]["10"]
+    assert (cell["reference"], cell["other"], cell["same"]) == (0.03, 0.01, False)
+    assert cell["margin"]["reference"] == pytest.approx(0.01) and cell["margin"]["other"] == pytest.approx(0.03)

@@ -170,6 +170,11 @@ QUOTED = [
     (RESULTS, "kept {} and", lambda: verdicts_held("precision_change.json")),
     (RESULTS, "and {} verdicts, every interval", lambda: verdicts_held("precision_change_zen4.json")),
     (RESULTS, "so far {} verdicts held", lambda: verdicts_held("replication/comparison_so_far.json")),
+    (
+        RESULTS,
+        "was the same in {} arm-by-size",
+        lambda: committed("replication/comparison_so_far.json")["same_learning_rate"],
+    ),
     (REPRODUCIBILITY, "{} of the curve's", lambda: verdicts_held("precision_change.json").split(" of ")[0]),
     (REPRODUCIBILITY, "overlaps and {} verdicts held", lambda: verdicts_held("precision_change_zen4.json")),
     (REPRODUCIBILITY, "took {:.1f} s for the small ResNet's curve", lambda: cnn_curve_seconds(zen4_grid_rerun())),
