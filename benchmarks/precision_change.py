@@ -67,15 +67,21 @@ def side_by_side(reference: dict, other: dict) -> dict:
     return runs
 
 
+def shared_points(reference: dict[str, dict[str, dict]], other: dict[str, dict[str, dict]]):
+    """``(size, arm, (reference point, other point))`` for every size and arm both runs hold, in order."""
+    for n in sorted(set(reference) & set(other), key=int):
+        for arm in sorted(set(reference[n]) & set(other[n])):
+            yield n, arm, (reference[n][arm], other[n][arm])
+
+
 def differing_grids(reference: dict[str, dict[str, dict]], other: dict[str, dict[str, dict]]) -> dict:
     """``{arm: {size: {"reference": lrs, "other": lrs}}}`` for each trained arm and size both runs hold whose
     learning-rate grid (the keys of the point's ``lr_trials``) differs: a verdict there compares grids as well."""
     grids: dict[str, dict] = {}
-    for n in sorted(set(reference) & set(other), key=int):
-        for arm in sorted(set(reference[n]) & set(other[n])):
-            lrs = [sorted(float(lr) for lr in run[n][arm].get("lr_trials", {})) for run in (reference, other)]
-            if lrs[0] != lrs[1]:
-                grids.setdefault(arm, {})[n] = {"reference": lrs[0], "other": lrs[1]}
+    for n, arm, points in shared_points(reference, other):
+        lrs = [sorted(float(lr) for lr in point.get("lr_trials", {})) for point in points]
+        if lrs[0] != lrs[1]:
+            grids.setdefault(arm, {})[n] = {"reference": lrs[0], "other": lrs[1]}
     return grids
 
 
@@ -89,16 +95,14 @@ def chosen_rates(reference: dict[str, dict[str, dict]], other: dict[str, dict[st
     """``{arm: {size: {"reference", "other", "same", "margin"}}}`` for each arm and size both runs trained with a
     chosen learning rate (the probes choose a ridge penalty instead, per seed)."""
     rates: dict[str, dict] = {}
-    for n in sorted(set(reference) & set(other), key=int):
-        for arm in sorted(set(reference[n]) & set(other[n])):
-            points = (reference[n][arm], other[n][arm])
-            if all("lr" in point for point in points):
-                rates.setdefault(arm, {})[n] = {
-                    "reference": points[0]["lr"],
-                    "other": points[1]["lr"],
-                    "same": points[0]["lr"] == points[1]["lr"],
-                    "margin": {"reference": margin(points[0]), "other": margin(points[1])},
-                }
+    for n, arm, points in shared_points(reference, other):
+        if all("lr" in point for point in points):
+            rates.setdefault(arm, {})[n] = {
+                "reference": points[0]["lr"],
+                "other": points[1]["lr"],
+                "same": points[0]["lr"] == points[1]["lr"],
+                "margin": {"reference": margin(points[0]), "other": margin(points[1])},
+            }
     return rates
 
 
