@@ -21,11 +21,12 @@ mean validation score minus the runner-up's (a small margin is a choice that val
 disjoint from the committed run's (a replication: ``seeds: [5, 6, 7, 8, 9]``, issue 37), each comparison also has
 ``pooled``: the paired difference over both runs' seeds together.
 
-Where OTHER_DIR also holds the second run's ``pretraining_scale.json`` (a full run), the pretraining-size axis's
-paired comparisons (``comparisons`` there: backbones against each other and the pixel probe, the masked-patch
-backbone against its pool-only twin) are held against ``metrics/pretraining_scale.json`` the same way
-(``pretraining``); its ``evaluate.json`` and ``ablation.json`` give seed 000's two arms' and the collapse study's
-mean test accuracy in both runs (``seed000``, ``ablation``).
+Where OTHER_DIR also holds the second run's ``pretraining_scale.json`` (a full run; point files kept in a
+metrics tree's ``data_hunger`` folder, as the rerun's held against the run before it, have it in the folder
+above), the pretraining-size axis's paired comparisons (``comparisons`` there: backbones against each other and
+the pixel probe, the masked-patch backbone against its pool-only twin) are held against the reference's the same
+way (``pretraining``); its ``evaluate.json`` and ``ablation.json`` give seed 000's two arms' and the collapse
+study's mean test accuracy in both runs (``seed000``, ``ablation``).
 """
 
 from __future__ import annotations
@@ -200,12 +201,18 @@ def compare_stages(folder: Path, reference: Path = METRICS) -> dict:
     return result
 
 
+def stage_folder(points: Path) -> Path:
+    """Where a run's stage files lie: one level up from point files kept in a metrics tree's ``data_hunger``
+    folder (``metrics/``, ``metrics/run_before_issue37/``), beside them in a second run's own folder."""
+    return points.parent if points.name == "data_hunger" else points
+
+
 def main(argv: list[str]) -> None:
     if len(argv) not in (1, 2):
         sys.exit(__doc__)
     reference = Path(argv[1]) if len(argv) == 2 else COMMITTED
     result = compare_runs(read_points(reference), read_points(Path(argv[0])))
-    result |= compare_stages(Path(argv[0]), reference.parent)
+    result |= compare_stages(stage_folder(Path(argv[0])), stage_folder(reference))
     result["reference_source"], result["other_source"] = str(reference), argv[0]
     json.dump(result, sys.stdout, indent=2, sort_keys=True)
     sys.stdout.write("\n")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -49,3 +50,18 @@ def test_each_trained_arms_chosen_rate_is_set_beside_the_other_runs_with_its_mar
     cell = result["learning_rates"]["cnn"]["10"]
     assert (cell["reference"], cell["other"], cell["same"]) == (0.03, 0.01, False)
     assert cell["margin"]["reference"] == pytest.approx(0.01) and cell["margin"]["other"] == pytest.approx(0.03)
+
+
+def test_a_runs_stage_files_are_read_from_beside_its_points_or_above_a_metrics_trees_data_hunger(tmp_path):
+    """The rerun held against the run before it (both point folders named data_hunger in a metrics tree) compares
+    their pretraining axes too; a second run's own folder keeps its stage files beside its points."""
+    for run, accuracy in (("before", 0.55), ("rerun", 0.53)):
+        (tmp_path / run / "data_hunger").mkdir(parents=True)
+        arms = {arm: {"test_acc": {"mean": accuracy}} for arm in ("scratch", "linear")}
+        (tmp_path / run / "evaluate.json").write_text(json.dumps(arms))
+    rerun, before = tmp_path / "rerun" / "data_hunger", tmp_path / "before" / "data_hunger"
+    assert precision_change.stage_folder(rerun) == tmp_path / "rerun"
+    assert precision_change.stage_folder(tmp_path / "second_run") == tmp_path / "second_run"
+    stages = precision_change.stage_folder
+    change = precision_change.compare_stages(stages(rerun), stages(before))
+    assert change["seed000"]["linear"]["change"] == pytest.approx(-0.02)

@@ -75,10 +75,14 @@ def cnn_curve_seconds(run: dict) -> float:
     return sum(seconds for stage, seconds in run["stage_seconds"].items() if stage.startswith("sweep_cnn@"))
 
 
-def verdicts_held(name: str) -> str:
-    """The verdicts that held, "held of compared", in a second run's comparison file."""
+def verdicts_held(name: str, part: str | None = None) -> str:
+    """The verdicts that held, "held of compared", in a second run's comparison file (or its ``part``)."""
     change = committed(name)
+    change = change[part] if part else change
     return f"{change['held']} of {change['compared']}"
+
+
+RERUN_AGAINST_BEFORE = "run_before_issue37/rerun_against_it.json"
 
 
 def second_machine(stage: str) -> float:
@@ -170,6 +174,9 @@ QUOTED = [
     (RESULTS, "kept {} and", lambda: verdicts_held("precision_change.json")),
     (RESULTS, "and {} verdicts, every interval", lambda: verdicts_held("precision_change_zen4.json")),
     (RESULTS, "so far {} verdicts held", lambda: verdicts_held("replication/comparison_so_far.json")),
+    (RESULTS, "the rerun kept {} of these verdicts", lambda: verdicts_held(RERUN_AGAINST_BEFORE)),
+    ("README.md", "the rerun kept {} of the curve's verdicts", lambda: verdicts_held(RERUN_AGAINST_BEFORE)),
+    (RESULTS, "this axis kept {} shared verdicts", lambda: verdicts_held(RERUN_AGAINST_BEFORE, "pretraining")),
     (
         RESULTS,
         "was the same in {} arm-by-size",
