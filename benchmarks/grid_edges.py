@@ -19,7 +19,15 @@ ends). The test set is never scored. ``make results-write`` puts the file's tabl
 
 ``--reproduce ARM:POINT`` first reruns the committed edge value itself for that point and says whether it gives
 the committed first seed's validation score exactly: the check that this machine and precision reproduce the
-committed run, so that the two scores compared above come from the same computation."""
+committed run, so that the two scores compared above come from the same computation.
+
+``--same-precision [ARM:POINT ...]`` is for a point that ran in another precision or CPU kind than this machine's
+(its ``runtime``): the edge value is also trained here on the seeds the new value ran on, and
+``same_precision_holds`` says whether it still beats the new value with both in this machine's precision (the
+sweeps' rule between the two: the better mean validation accuracy, then loss). ``--same-precision`` alone takes
+every such point. ``--beyond-from FILE`` takes the new values' runs from an earlier output of this script on a
+machine of this kind and precision (where it holds them), and keeps its ``reproduced`` records, so that only
+what is missing trains."""
 
 from __future__ import annotations
 
@@ -120,6 +128,23 @@ def beyond_runs(module, curve: Curve, data: dict, point: dict, lr: float, choosi
     return runs
 
 
+def same_precision(asked: list[str] | None, spec: str, committed_runtime: str, here: str) -> bool:
+    """Whether ``spec``'s edge value is retrained here: named in ``--same-precision``, or, with the flag alone,
+    committed in another precision or CPU kind than this machine's."""
+    if asked is None:
+        return False
+    return spec in asked if asked else committed_runtime != here
+
+
+def same_precision_check(edge: float, edge_runs: list[dict], lr: float, runs: list[dict], seeds: list[int]) -> dict:
+    """The edge value and the new one, both trained here on ``seeds``: the sweeps' rule between the two."""
+    (_, kept) = choose_lr(sorted([(mean_score(edge_runs), edge), (mean_score(runs), lr)], key=lambda c: c[1]))
+    return {
+        "same_precision_seeds": seeds, "same_precision_edge_run": summary_run(edge_runs),
+        "same_precision_edge_seeds": edge_runs, "same_precision_holds": kept == edge,
+    }  # fmt: skip
+
+
 def summary_run(runs: list[dict]) -> dict:
     """The table's record of one candidate: its mean validation score and each run's kept / last step."""
     return mean_score(runs) | {key: ", ".join(str(run[key]) for run in runs) for key in ("best_step", "steps")}
@@ -130,6 +155,13 @@ def main() -> None:
     parser.add_argument("--reproduce", nargs="*", default=[], help="ARM:POINT whose edge value is rerun first")
     parser.add_argument("--only", nargs="*", default=[], help="ARM:POINT to run (default: every edge)")
     parser.add_argument("--out", type=Path, help="rewritten after every run (default: printed at the end)")
+    parser.add_argument(
+        "--same-precision",
+        nargs="*",
+        default=None,
+        help="ARM:POINT (default: every edge point run elsewhere) whose edge value is retrained here",
+    )
+    parser.add_argument("--beyond-from", type=Path, help="an earlier output whose new-value runs are reused")
     args = parser.parse_args()
     params = load_params()
     runtime = resolve_runtime(params.runtime)
@@ -140,6 +172,9 @@ def main() -> None:
     seed = choosing[0]
     results, reproduced, ridges = [], [], []
     edges = edge_points()
+    earlier = json.loads(args.beyond_from.read_text()) if args.beyond_from else {}
+    earlier_runs = earlier.get("runs", [])
+    reproduced += earlier.get("reproduced", [])  # what the earlier output reproduced stays on record
     committed_runtime = sorted({p["runtime"] for p in edges})
 
     def document() -> str:
@@ -172,15 +207,20 @@ def main() -> None:
                                and again["val_loss"] == first["val_loss"]})  # fmt: skip
         lr = beyond(edge, side)
         point_choice = dataclasses.replace(choice, n_val=point["n_val"])
-        runs = beyond_runs(module, curve, data, point, lr, choosing, point_choice)
+        ran = [r["beyond_seeds"] for r in earlier_runs if (r["arm"], r["point"], r["beyond"]) == (arm, index, lr)]
+        runs = ran[0] if ran else beyond_runs(module, curve, data, point, lr, choosing, point_choice)
         chosen, was_pruned = wider_grid_choice(point, lr, runs, choosing, point_choice)
         results.append({
             "arm": arm, "point": index, "n_train_per_class": point["n_train_per_class"], "side": side,
-            "grid": sorted(float(k) for k in point["lr_trials"]), "chosen": edge,
+            "grid": sorted(float(k) for k in point["lr_trials"]), "chosen": edge, "committed_runtime": point["runtime"],
             "chosen_val": mean_score([committed]), "beyond": lr, "beyond_run": summary_run(runs),
             "beyond_seeds": runs, "beyond_pruned": was_pruned, "chosen_in_wider_grid": chosen,
             "choice_holds": chosen == edge,
         })  # fmt: skip
+        if same_precision(args.same_precision, spec, point["runtime"], runtime.describe()):
+            seeds = choosing[: len(runs)]
+            edge_runs = [first_seed_run(module, curve, data, s, edge) for s in seeds]
+            results[-1] |= same_precision_check(edge, edge_runs, lr, runs, seeds)
         if args.out:
             args.out.write_text(document())
     for point, index in ridge_edges():

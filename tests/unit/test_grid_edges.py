@@ -103,3 +103,28 @@ def test_the_new_value_trains_the_later_choice_seeds_only_when_pruning_lets_it_p
     assert (close.seeds, far.seeds) == ([0, 1, 2], [0])
     assert grid_edges.summary_run([score(0.5), score(0.6)]) == pytest.approx(
         {"val_acc": 0.55, "val_loss": 1.0, "best_step": "100, 100", "steps": "230, 230"})  # fmt: skip
+
+
+@pytest.mark.parametrize(("asked", "committed", "retrained"), [
+    (None, "cpu bf16", False),  # no flag: nothing retrained
+    ([], "cpu bf16", True),  # the flag alone: every point committed in another precision or CPU kind
+    ([], "cpu fp32", False),  # ... and none committed in this machine's
+    (["cnn:0"], "cpu fp32", True),  # named: retrained whatever its precision
+    (["cnn:1"], "cpu bf16", False),
+])  # fmt: skip
+def test_the_edge_value_is_retrained_where_its_committed_runs_came_from_another_precision(
+    grid_edges, asked, committed, retrained
+):
+    assert grid_edges.same_precision(asked, "cnn:0", committed, "cpu fp32") is retrained
+
+
+def test_the_same_precision_check_keeps_the_edge_only_where_it_still_beats_the_new_value(grid_edges):
+    """The edge trained here lower than its committed bf16 score: the new value, behind that committed score,
+    may still beat the edge in the same precision."""
+    edge_here, beyond_here = [score(0.55), score(0.56)], [score(0.57), score(0.57)]
+    check = grid_edges.same_precision_check(0.03, edge_here, 0.1, beyond_here, [0, 1])
+    assert check["same_precision_holds"] is False and check["same_precision_seeds"] == [0, 1]
+    assert check["same_precision_edge_run"]["val_acc"] == pytest.approx(0.555)
+    assert grid_edges.same_precision_check(0.03, beyond_here, 0.1, edge_here, [0, 1])["same_precision_holds"]
+    tie = grid_edges.same_precision_check(0.0003, [score(0.6)], 0.0001, [score(0.6)], [0])
+    assert tie["same_precision_holds"] is False  # of equals the sweeps keep the smaller rate
