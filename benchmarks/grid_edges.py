@@ -150,6 +150,13 @@ def summary_run(runs: list[dict]) -> dict:
     return mean_score(runs) | {key: ", ".join(str(run[key]) for run in runs) for key in ("best_step", "steps")}
 
 
+def sweep_curve(params, runtime) -> Curve:
+    """The curve as the sweep stage builds it, its transfer arms' backbones included (seed i fine-tunes and probes
+    backbone i mod ``backbone_count``): with one, seeds 1 and 2 would run on backbone 0's features."""
+    return Curve(params.preset, params.model_name, params.backbone_model_name, params.backbone_source,
+                 params.data_hunger, params.evaluate.batch_size, runtime, params.backbone_count)  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reproduce", nargs="*", default=[], help="ARM:POINT whose edge value is rerun first")
@@ -165,8 +172,7 @@ def main() -> None:
     args = parser.parse_args()
     params = load_params()
     runtime = resolve_runtime(params.runtime)
-    curve = Curve(params.preset, params.model_name, params.backbone_model_name, params.backbone_source,
-                  params.data_hunger, params.evaluate.batch_size, runtime)  # fmt: skip
+    curve = sweep_curve(params, runtime)
     choice = Choice(params.data_hunger.choice_seeds, params.data_hunger.prune_z, n_val=0)
     choosing = params.seeds[: choice.seeds]
     seed = choosing[0]

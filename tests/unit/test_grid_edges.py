@@ -128,3 +128,13 @@ def test_the_same_precision_check_keeps_the_edge_only_where_it_still_beats_the_n
     assert grid_edges.same_precision_check(0.03, beyond_here, 0.1, edge_here, [0, 1])["same_precision_holds"]
     tie = grid_edges.same_precision_check(0.0003, [score(0.6)], 0.0001, [score(0.6)], [0])
     assert tie["same_precision_holds"] is False  # of equals the sweeps keep the smaller rate
+
+
+def test_the_check_builds_the_curve_with_the_sweeps_backbones(grid_edges):
+    """Issue 37's transfer arms probe and fine-tune seed i on backbone i mod 3; a check built with one backbone
+    retrained seeds 1 and 2 on backbone 0's features and disagreed with the committed probes."""
+    from pipeline.core.params_yaml import load_params
+
+    params = load_params(ROOT / "params.yaml")
+    assert params.backbone_count == 3
+    assert grid_edges.sweep_curve(params, runtime=None).backbones == params.backbone_count
