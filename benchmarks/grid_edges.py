@@ -138,7 +138,7 @@ def same_precision(asked: list[str] | None, spec: str, committed_runtime: str, h
 
 def same_precision_check(edge: float, edge_runs: list[dict], lr: float, runs: list[dict], seeds: list[int]) -> dict:
     """The edge value and the new one, both trained here on ``seeds``: the sweeps' rule between the two."""
-    (_, kept) = choose_lr(sorted([(mean_score(edge_runs), edge), (mean_score(runs), lr)], key=lambda c: c[1]))
+    kept = choose_lr(sorted([(mean_score(edge_runs), edge), (mean_score(runs), lr)], key=lambda c: c[1]))[1]
     return {
         "same_precision_seeds": seeds, "same_precision_edge_run": summary_run(edge_runs),
         "same_precision_edge_seeds": edge_runs, "same_precision_holds": kept == edge,
@@ -206,8 +206,10 @@ def main() -> None:
         module = arm_module(arm)
         data = module.point_data(curve, index)
         committed = point["lr_trials"][f"{edge:g}"]
+        edge_here = {}  # seed -> the edge value trained here, once, for --reproduce and --same-precision both
         if spec in args.reproduce:
-            again, first = first_seed_run(module, curve, data, seed, edge), seed_score(committed, seed)
+            again = edge_here[seed] = first_seed_run(module, curve, data, seed, edge)
+            first = seed_score(committed, seed)
             reproduced.append({"arm": arm, "point": index, "lr": edge, "committed": first, "rerun": again,
                                "exact": again["val_acc"] == first["val_acc"]
                                and again["val_loss"] == first["val_loss"]})  # fmt: skip
@@ -225,7 +227,7 @@ def main() -> None:
         })  # fmt: skip
         if same_precision(args.same_precision, spec, point["runtime"], runtime.describe()):
             seeds = choosing[: len(runs)]
-            edge_runs = [first_seed_run(module, curve, data, s, edge) for s in seeds]
+            edge_runs = [edge_here.get(s) or first_seed_run(module, curve, data, s, edge) for s in seeds]
             results[-1] |= same_precision_check(edge, edge_runs, lr, runs, seeds)
         if args.out:
             args.out.write_text(document())
