@@ -157,6 +157,17 @@ def sweep_curve(params, runtime) -> Curve:
                  params.data_hunger, params.evaluate.batch_size, runtime, params.backbone_count)  # fmt: skip
 
 
+def read_earlier(parser: argparse.ArgumentParser, path: Path) -> dict:
+    """An earlier output of this script for ``--beyond-from``; a missing or unreadable file ends in one message."""
+    try:
+        earlier = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        parser.error(f"--beyond-from {path}: {error}; give a file an earlier --out of this script wrote")
+    if not isinstance(earlier, dict) or not isinstance(earlier.get("runs"), list):
+        parser.error(f"--beyond-from {path}: not an output of this script (no runs list)")
+    return earlier
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reproduce", nargs="*", default=[], help="ARM:POINT whose edge value is rerun first")
@@ -178,7 +189,7 @@ def main() -> None:
     seed = choosing[0]
     results, reproduced, ridges = [], [], []
     edges = edge_points()
-    earlier = json.loads(args.beyond_from.read_text()) if args.beyond_from else {}
+    earlier = read_earlier(parser, args.beyond_from) if args.beyond_from else {}
     earlier_runs = earlier.get("runs", [])
     reproduced += earlier.get("reproduced", [])  # what the earlier output reproduced stays on record
     committed_runtime = sorted({p["runtime"] for p in edges})

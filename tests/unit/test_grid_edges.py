@@ -138,3 +138,17 @@ def test_the_check_builds_the_curve_with_the_sweeps_backbones(grid_edges):
     params = load_params(ROOT / "params.yaml")
     assert params.backbone_count == 3
     assert grid_edges.sweep_curve(params, runtime=None).backbones == params.backbone_count
+
+
+@pytest.mark.parametrize("content", [None, "{not json", '{"holds": 1}'])
+def test_a_missing_or_foreign_beyond_from_file_ends_in_one_message(grid_edges, tmp_path, capsys, content):
+    import argparse
+
+    path = tmp_path / "earlier.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(SystemExit) as stop:
+        grid_edges.read_earlier(argparse.ArgumentParser(prog="grid_edges.py"), path)
+    assert stop.value.code == 2 and "--beyond-from" in capsys.readouterr().err
+    path.write_text('{"runs": [], "reproduced": []}')
+    assert grid_edges.read_earlier(argparse.ArgumentParser(), path)["runs"] == []
