@@ -162,12 +162,14 @@ def answer(
 
 def verdict_table(comparisons: dict, second_runs: dict[str, dict]) -> str:
     """Every comparison at every size, one row each, to scan: the difference, its interval, the verdict, Holm's
-    verdict and each second run's where it differs."""
+    verdict and each second run's where it differs; "not tested yet" while no second run was held against these
+    results (a rerun has just replaced them), where "same" would claim an agreement nobody measured."""
+    untested = "same" if testing_runs(comparisons, second_runs) else "not tested yet"
     rows = ["| comparison | per class | difference | 95% interval | verdict | after Holm | primary: after Holm over "
             "the primary family | second runs |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for pair, n, d in _cells(comparisons):
         a, b = pair.split("-")
-        elsewhere = verdicts_elsewhere(pair, n, d, second_runs).removeprefix("; ").replace("; ", ", ") or "same"
+        elsewhere = verdicts_elsewhere(pair, n, d, second_runs).removeprefix("; ").replace("; ", ", ") or untested
         rows.append(f"| {REGISTRY[a].label} - {REGISTRY[b].label} | {n} | {signed(d['mean'])} | "
                     f"[{signed(d['low'])}, {signed(d['high'])}] | {d['verdict']} | {d.get('holm', '')} | "
                     f"{d.get('holm_primary', '')} | {elsewhere} |")  # fmt: skip

@@ -96,7 +96,7 @@ def test_a_verdict_holm_drops_or_a_second_run_moves_is_unsettled_not_held():
 
 
 def test_while_no_second_run_tests_the_shown_results_nothing_is_said_to_hold():
-    from pipeline.results.verdicts import answer, testing_runs
+    from pipeline.results.verdicts import answer, testing_runs, verdict_table
 
     base = {"mean": 0.05, "low": 0.01, "high": 0.09, "verdict": "ahead", "per_seed": [0.05] * 5}
     comparisons = {"curve": {"cnn-scratch": {"10": base | {"holm": "ahead"}, "25": base | {"holm": "level"}}}}
@@ -114,3 +114,7 @@ def test_while_no_second_run_tests_the_shown_results_nothing_is_said_to_hold():
     assert "**Unsettled** (1 more are nominally ahead or behind, but fail Holm):" in text
     same = {"comparisons": {"10": {"cnn-scratch": {"reference": {"mean": 0.05}, "other": {"verdict": "ahead"}}}}}
     assert testing_runs(comparisons, {"the run before": older, "the replication": same}) == ["the replication"]
+    rows = verdict_table(comparisons, {"the run before": older}).splitlines()
+    assert rows[2].endswith("| ahead | ahead |  | not tested yet |")
+    rows = verdict_table(comparisons, {"the run before": older, "the replication": same}).splitlines()
+    assert rows[2].endswith("| ahead | ahead |  | same |")
