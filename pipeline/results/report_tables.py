@@ -387,6 +387,30 @@ def precision_table(change: dict) -> str:
     return "\n".join(lines)
 
 
+def replication_table(change: dict) -> str:
+    """Each stated comparison of the curve in the committed run and in the replication with fresh seeds (issue 37:
+    new subsets and backbones), with the pooled interval over both runs' seeds beside them
+    (``metrics/replication/comparison.json``), and how many verdicts held, moved and flipped."""
+    reference, other = (" and ".join(change["runtime"][run]) for run in ("reference", "other"))
+    held, compared, flipped = change["held"], change["compared"], change["flipped"]
+    lines = [
+        f"Committed run: {reference}. Replication: {other}. {held} of {compared} comparisons keep their verdict with "
+        f"overlapping intervals, {compared - held} move and {flipped} flip between ahead and behind; the learning "
+        f"rate chosen is the same in {change['same_learning_rate']} arm-by-size cells.",
+        "",
+        "| A - B | per class | committed run (seeds 0-4) | replication (seeds 5-9) | same verdict | intervals overlap "
+        "| pooled, ten seeds |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for n, pairs in sorted(change["comparisons"].items(), key=lambda item: int(item[0])):
+        for pair, runs in pairs.items():
+            a, b = (REGISTRY[arm].label for arm in pair.split("-"))
+            pooled = runs["pooled"]
+            lines.append(f"| {a} - {b} | {n} | {side_by_side(runs)} | {signed(pooled['mean'])} "
+                         f"[{signed(pooled['low'])}, {signed(pooled['high'])}] {pooled['verdict']} |")  # fmt: skip
+    return "\n".join(lines)
+
+
 def precision_pretraining_rows(pretraining: dict) -> list[str]:
     """The pretraining axis's paired comparisons in both runs (``precision_change.json``'s ``pretraining``)."""
     held, compared = pretraining["held"], pretraining["compared"]

@@ -74,6 +74,36 @@ def test_precision_table_adds_the_pretraining_axis_and_the_means_of_a_full_secon
     assert text.endswith("pretrained ViT, frozen + linear head 0.546 -> 0.550.")
 
 
+def test_replication_table_puts_the_pooled_ten_seed_interval_beside_both_runs_and_counts_moves_and_flips():
+    from pipeline.results.report_tables import replication_table
+
+    def d(mean, verdict):
+        return {"mean": mean, "low": mean - 0.02, "high": mean + 0.02, "verdict": verdict}
+
+    change = {
+        "runtime": {"reference": ["cpu bf16"], "other": ["cpu fp32", "cpu bf16"]}, "held": 1, "compared": 2,
+        "flipped": 1, "same_learning_rate": "1 of 2",
+        "comparisons": {
+            "75": {"cnn-scratch": {"reference": d(0.05, "ahead"), "other": d(0.04, "ahead"),
+                                   "same_verdict": True, "overlap": True, "pooled": d(0.045, "ahead")}},
+            "10": {"linear-pixels": {"reference": d(0.05, "ahead"), "other": d(-0.05, "behind"),
+                                     "same_verdict": False, "overlap": False, "pooled": d(0.0, "level")}},
+        },
+    }  # fmt: skip
+    rows = replication_table(change).splitlines()
+    assert rows[0] == (
+        "Committed run: cpu bf16. Replication: cpu fp32 and cpu bf16. 1 of 2 comparisons keep their verdict with "
+        "overlapping intervals, 1 move and 1 flip between ahead and behind; the learning rate chosen is the same "
+        "in 1 of 2 arm-by-size cells."
+    )
+    assert rows[4] == (
+        "| pretrained ViT, frozen + linear head - few-shot probe on raw pixels | 10 | +0.050 [+0.030, +0.070] ahead | "
+        "-0.050 [-0.070, -0.030] behind | NO | NO | +0.000 [-0.020, +0.020] level |"
+    )  # sizes in order: 10 before 75
+    assert rows[5].startswith("| small ResNet from scratch - ViT from scratch | 75 |")
+    assert rows[5].endswith("| yes | yes | +0.045 [+0.025, +0.065] ahead |")
+
+
 def test_differing_grids_are_listed_once_per_grid_with_their_sizes():
     """The precision table names each arm's grids once, with the sizes where they differ, in size order."""
     old, new = {"reference": [0.001, 0.003, 0.01], "other": [0.001, 0.003]}, {"reference": [0.1], "other": [0.2]}
