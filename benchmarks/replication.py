@@ -4,6 +4,7 @@ its full rerun of the committed pipeline, each across as many working sessions a
     python benchmarks/replication.py --work ../replication     # hours: every trained arm of the curve again
     python benchmarks/precision_change.py metrics/replication > metrics/replication/comparison.json
     python benchmarks/replication.py --rerun --work ../rerun   # hours: every stage of this commit's dvc.yaml
+    python benchmarks/replication.py --work ../replication --only backbone ... evaluate   # see ONLY below
 
 With ``--rerun`` nothing in ``params.yaml`` changes, every stage runs (one ``dvc repro`` a stage, in ``RERUN_ORDER``:
 the stages that read the prepared data alone first, cheapest first, so that what a session finishes survives it;
@@ -78,6 +79,11 @@ REPLICATION = Run(SEEDS, (*(t for t in RERUN_ORDER if t.split("@")[0] not in NOT
 RERUN = Run({}, (*RERUN_ORDER, None), REPO / "metrics" / "rerun" / "progress")
 SAVED = ("dvc.lock", "metrics", "plots")  # what a stopped run leaves that git can keep
 PIPELINE = ("pipeline", "dvc.yaml", "params.yaml")  # a worktree of another commit is reused only if these agree
+# ONLY (--only): the models are DVC outputs no session keeps, so a stage that reads a backbone, run in one session, must
+# not make the next retrain it. The stages that read backbones (backbone to sweep_pretrained@4) then run together in
+# one session by --only, each alone; the last data-only stages and data_hunger (which reads point files) may follow
+# in a later one, also by --only, since `dvc repro data_hunger` would first train every backbone again there.
+# evaluate reads the backbones and data_hunger.json, so it runs in the session that holds both.
 
 
 def git(*args: str, cwd: Path = REPO) -> str:
@@ -163,10 +169,11 @@ def record_time(times: Path, commit: str, target: str | None, seconds: float, ok
     times.write_text(json.dumps(entries, indent=1) + "\n")
 
 
-def dvc_repro(work: Path, target: str | None) -> bool:
-    """Runs ``dvc repro [target]`` in ``work``, its output passed on line by line; whether it ran a stage (a resumed
-    run's call that finds its stages done runs none). Raises ``CalledProcessError`` as ``subprocess.run`` does."""
-    command = ["dvc", "repro", *([target] if target else [])]
+def dvc_repro(work: Path, target: str | None, single_item: bool = False) -> bool:
+    """Runs ``dvc repro [target]`` in ``work`` (with ``--single-item``: that stage alone, its upstream stages taken
+    as they are), its output passed on line by line; whether it ran a stage (a resumed run's call that finds its
+    stages done runs none). Raises ``CalledProcessError`` as ``subprocess.run`` does."""
+    command = ["dvc", "repro", *(["--single-item"] if single_item else []), *([target] if target else [])]
     ran = False
     with subprocess.Popen(command, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as dvc:
         for line in dvc.stdout:
@@ -177,12 +184,13 @@ def dvc_repro(work: Path, target: str | None) -> bool:
     return ran
 
 
-def reproduce(work: Path, commit: str, run: Run) -> None:
-    """``dvc repro`` of each of the run's targets in turn, saving the progress and the call's time after each."""
-    for target in run.targets:
+def reproduce(work: Path, commit: str, run: Run, only: tuple[str, ...] = ()) -> None:
+    """``dvc repro`` of each of the run's targets in turn (or of the stages ``only`` names, each alone), saving the
+    progress and the call's time after each."""
+    for target in only or run.targets:
         started, ok, ran = time.monotonic(), False, True  # a call stopped midway is counted as one that ran
         try:
-            ran = dvc_repro(work, target)
+            ran = dvc_repro(work, target, single_item=bool(only))
             ok = True
         finally:
             saved = save_progress(work, run.progress)
@@ -208,12 +216,16 @@ def main() -> None:
     parser.add_argument("--work", type=Path, required=True, help="the worktree to run in (kept, so a run resumes)")
     parser.add_argument("--rerun", action="store_true", help="the committed pipeline again, every stage, same seeds")
     parser.add_argument("--collect-only", action="store_true", help="copy a finished run's files, run nothing")
+    only_help = "these stages alone, in order, each by dvc repro --single-item (no backbone retrained)"
+    parser.add_argument("--only", nargs="+", default=(), metavar="STAGE", help=only_help)
     args = parser.parse_args()
+    if unknown := [stage for stage in args.only if stage not in RERUN_ORDER + TARGETS]:
+        parser.error(f"--only: {', '.join(unknown)} not among the run's stages ({', '.join(RERUN_ORDER + TARGETS)})")
     run = RERUN if args.rerun else REPLICATION
     work = args.work.resolve()
     commit = prepare_worktree(work, run)
     if not args.collect_only:
-        reproduce(work, commit, run)
+        reproduce(work, commit, run, tuple(args.only))
     if args.rerun:
         adopted = restore_progress(REPO, run.progress)
         print(f"{len(adopted)} files of the rerun now in this checkout (dvc.lock, metrics/, plots/): commit them")

@@ -126,3 +126,27 @@ def test_a_call_says_whether_dvc_ran_a_stage(replication, tmp_path, monkeypatch,
     else:
         assert replication.dvc_repro(tmp_path, "sweep_cnn@0") is ran
     assert capsys.readouterr().out == output
+
+
+def test_only_runs_the_named_stages_each_alone_in_the_order_given(replication, tmp_path, monkeypatch):
+    """--only: a session that must not retrain the backbones runs the stages it names by dvc repro --single-item."""
+    calls = []
+    monkeypatch.setattr(replication, "dvc_repro", lambda work, target, single_item=False: calls.append(
+        (target, single_item)) or True)  # fmt: skip
+    monkeypatch.setattr(replication, "save_progress", lambda work, progress: [])
+    run = replication.Run({}, ("sweep_cnn@0", "data_hunger"), tmp_path / "progress")
+    monkeypatch.setattr(replication, "REPO", tmp_path)
+    replication.reproduce(tmp_path, "abc1234", run, ("sweep_scratch@4", "data_hunger"))
+    assert calls == [("sweep_scratch@4", True), ("data_hunger", True)]
+    calls.clear()
+    replication.reproduce(tmp_path, "abc1234", run)
+    assert calls == [("sweep_cnn@0", False), ("data_hunger", False)]
+
+
+def test_only_names_an_unknown_stage_and_the_known_ones(tmp_path):
+    import sys
+
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "replication.py"), "--work", str(tmp_path),
+                           "--only", "sweep_scratch@9"], capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 2 and "--only: sweep_scratch@9 not among the run's stages" in done.stderr
+    assert not (tmp_path / ".git").exists()
