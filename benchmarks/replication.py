@@ -219,8 +219,9 @@ def main() -> None:
     only_help = "these stages alone, in order, each by dvc repro --single-item (no backbone retrained)"
     parser.add_argument("--only", nargs="+", default=(), metavar="STAGE", help=only_help)
     args = parser.parse_args()
-    if unknown := [stage for stage in args.only if stage not in RERUN_ORDER + TARGETS]:
-        parser.error(f"--only: {', '.join(unknown)} not among the run's stages ({', '.join(RERUN_ORDER + TARGETS)})")
+    known = ("download", *RERUN_ORDER, *TARGETS)  # download: a new worktree's --only starts with it and prepare
+    if unknown := [stage for stage in args.only if stage not in known]:
+        parser.error(f"--only: {', '.join(unknown)} not among the run's stages ({', '.join(known)})")
     run = RERUN if args.rerun else REPLICATION
     work = args.work.resolve()
     commit = prepare_worktree(work, run)
