@@ -53,7 +53,7 @@ def main() -> None:
         optimiser = dataclasses.replace(getattr(params.data_hunger, arm), schedule=args.schedule)
         config = dataclasses.replace(params.data_hunger, **{arm: optimiser})
         curve = Curve(params.preset, params.model_name, params.backbone_model_name, params.backbone_source, config,
-                      params.evaluate.batch_size, runtime)  # fmt: skip
+                      params.evaluate.batch_size, runtime, params.backbone_count)  # fmt: skip
         module = arm_module(arm)
         data = module.point_data(curve, point)
         run = module.run_seed(curve, data, args.seed, lr)

@@ -38,8 +38,9 @@ def point_path(arm: str, point: int):
 
 
 def sweep_train_set(preset: str, view: str) -> ImageSet:
-    """The training images every arm draws from: offline, the target classes' 5,900 per class left after
-    validation; paper, the train folder less its validation images."""
+    """The training images every arm draws from: offline, the target classes' 6,000 training images per class less
+    validation's (5,500 left at ``validation.offline_per_class: 500``); paper, the train folder less its validation
+    images."""
     return load_split(presets.get(preset).training_file(view))
 
 
