@@ -40,6 +40,10 @@ def estimate_line(runtime_key: str, hardware: str, times: dict) -> str:
         known = ", ".join(f"{key}: {value['minutes']:.0f} min" for key, value in times.get("runs", {}).items())
         return f"dvc repro from scratch runs in {here}; no full run was timed in that setting ({known})"
     protocol = f" under {measured['protocol']}" if measured.get("protocol") else ""
+    committed = times.get("protocol")  # the committed params' protocol, where a newer one has no full run yet
+    if committed and measured.get("protocol") and measured["protocol"] != committed:
+        protocol += (f"; the committed protocol, {committed}, has no full run timed and trains more, so expect "
+                     f"longer (its parts' times: partial_runs in {TIMES})")  # fmt: skip
     other_kind = ""
     timed_on = measured.get("hardware", "")
     if runtime_key.startswith("cpu") and timed_on and cpu_kind(timed_on) != cpu_kind(hardware):

@@ -30,6 +30,18 @@ def test_a_run_under_another_protocol_says_which():
     assert "about 82 min, measured on a 2-core AVX2 EPYC under issue 11 (3 seeds);" in line
 
 
+def test_a_run_under_an_older_protocol_than_the_committed_one_says_to_expect_longer():
+    run = {"minutes": 82.0, "machine": "a 2-core AVX2 EPYC", "protocol": "issue 21"}
+    times = {"protocol": "issue 37 (3 choice seeds)", "runs": {"cpu fp32": run}}
+    line = estimate_line("cpu fp32", "AVX2, no native bf16", times)
+    assert ("under issue 21; the committed protocol, issue 37 (3 choice seeds), has no full run timed and trains "
+            "more, so expect longer (its parts' times: partial_runs in metrics/repro_time.json)") in line  # fmt: skip
+    run["protocol"] = "issue 37 (3 choice seeds)"
+    assert "expect longer" not in estimate_line("cpu fp32", "AVX2, no native bf16", times)
+    committed = json.loads((REPO / "metrics" / "repro_time.json").read_text())
+    assert committed["protocol"].startswith("issue 37")  # the committed params' protocol: issue 37's
+
+
 def test_a_run_timed_on_another_cpu_kind_says_so():
     times = {
         "runs": {"cpu fp32": {"minutes": 82.0, "machine": "a 2-core AVX2 EPYC", "hardware": "AVX2, no native bf16"}}
