@@ -79,11 +79,12 @@ REPLICATION = Run(SEEDS, (*(t for t in RERUN_ORDER if t.split("@")[0] not in NOT
 RERUN = Run({}, (*RERUN_ORDER, None), REPO / "metrics" / "rerun" / "progress")
 SAVED = ("dvc.lock", "metrics", "plots")  # what a stopped run leaves that git can keep
 PIPELINE = ("pipeline", "dvc.yaml", "params.yaml")  # a worktree of another commit is reused only if these agree
-# ONLY (--only): the models are DVC outputs no session keeps, so a stage that reads a backbone, run in one session, must
-# not make the next retrain it. The stages that read backbones (backbone to sweep_pretrained@4) then run together in
-# one session by --only, each alone; the last data-only stages and data_hunger (which reads point files) may follow
-# in a later one, also by --only, since `dvc repro data_hunger` would first train every backbone again there.
-# evaluate reads the backbones and data_hunger.json, so it runs in the session that holds both.
+# ONLY (--only): git keeps no model, and a new machine has no DVC cache, so a `dvc repro` there trains every
+# backbone again (byte-equal only on the same CPU kind and precision) and, where one differs, every stage that
+# reads it. So the stages that read a backbone run in one session, by --only, each alone (--single-item: no
+# upstream stage is looked at); data_hunger reads point files alone and may run in a later session, but evaluate
+# reads the backbones and data_hunger.json, so it runs in the session that holds both. --single-item trusts the
+# order given, so data_hunger and evaluate refuse to run while a stage they read has another run's seeds.
 
 
 def git(*args: str, cwd: Path = REPO) -> str:
@@ -188,6 +189,8 @@ def reproduce(work: Path, commit: str, run: Run, only: tuple[str, ...] = ()) -> 
     """``dvc repro`` of each of the run's targets in turn (or of the stages ``only`` names, each alone), saving the
     progress and the call's time after each."""
     for target in only or run.targets:
+        if only and target in TARGETS and (stale := stale_stages(work, run)):
+            sys.exit(f"--only {target}: {', '.join(stale)} not yet run with the run's seeds; run them first")
         started, ok, ran = time.monotonic(), False, True  # a call stopped midway is counted as one that ran
         try:
             ran = dvc_repro(work, target, single_item=bool(only))
@@ -211,6 +214,21 @@ def collect(work: Path, commit: str) -> Path:
     return target
 
 
+def stale_stages(work: Path, run: Run = REPLICATION) -> list[str]:
+    """The run's stages that the worktree's ``dvc.lock`` lacks or holds with other seeds than the run's (the
+    committed run's, where the replication has not redone them yet): what data_hunger and evaluate would read
+    stale."""
+    if not run.changes:
+        return []
+    lock = yaml.safe_load((work / "dvc.lock").read_text()).get("stages", {})
+
+    def seeds(stage: str) -> list | None:
+        return lock[stage].get("params", {}).get("params.yaml", {}).get("seeds")
+
+    needed = [target for target in run.targets if target not in (*TARGETS, "prepare")]
+    return [stage for stage in needed if stage not in lock or seeds(stage) not in (None, run.changes["seeds"])]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, required=True, help="the worktree to run in (kept, so a run resumes)")
@@ -219,15 +237,19 @@ def main() -> None:
     only_help = "these stages alone, in order, each by dvc repro --single-item (no backbone retrained)"
     parser.add_argument("--only", nargs="+", default=(), metavar="STAGE", help=only_help)
     args = parser.parse_args()
-    known = ("download", *RERUN_ORDER, *TARGETS)  # download: a new worktree's --only starts with it and prepare
+    run = RERUN if args.rerun else REPLICATION
+    known = ("download", *(target for target in run.targets if target))  # a new worktree's --only starts there
     if unknown := [stage for stage in args.only if stage not in known]:
         parser.error(f"--only: {', '.join(unknown)} not among the run's stages ({', '.join(known)})")
-    run = RERUN if args.rerun else REPLICATION
+    if args.only and args.collect_only:
+        parser.error("--only runs stages and --collect-only runs none: give one of them")
     work = args.work.resolve()
     commit = prepare_worktree(work, run)
     if not args.collect_only:
         reproduce(work, commit, run, tuple(args.only))
-    if args.rerun:
+    if args.only and not set(TARGETS) <= set(args.only) or args.rerun and args.only:
+        print(f"--only ran {', '.join(args.only)}; the run's files are collected once its last stages have run")
+    elif args.rerun:
         adopted = restore_progress(REPO, run.progress)
         print(f"{len(adopted)} files of the rerun now in this checkout (dvc.lock, metrics/, plots/): commit them")
     else:

@@ -143,10 +143,52 @@ def test_only_runs_the_named_stages_each_alone_in_the_order_given(replication, t
     assert calls == [("sweep_cnn@0", False), ("data_hunger", False)]
 
 
-def test_only_names_an_unknown_stage_and_the_known_ones(tmp_path):
+def run_main(replication, monkeypatch, *argv: str, worktree=lambda work, run: "abc1234") -> None:
+    """The script's main with these arguments, no worktree made and no stage run (each would fail the test)."""
     import sys
 
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "replication.py"), "--work", str(tmp_path),
-                           "--only", "sweep_scratch@9"], capture_output=True, text=True)  # fmt: skip
-    assert done.returncode == 2 and "--only: sweep_scratch@9 not among the run's stages" in done.stderr
-    assert not (tmp_path / ".git").exists()
+    monkeypatch.setattr(sys, "argv", ["replication.py", "--work", "unused", *argv])
+    monkeypatch.setattr(replication, "prepare_worktree", worktree)
+    monkeypatch.setattr(replication, "reproduce", lambda *args: None)
+    monkeypatch.setattr(replication, "collect", lambda work, commit: pytest.fail("collected a partial run"))
+    monkeypatch.setattr(replication, "restore_progress", lambda *args: pytest.fail("adopted a partial rerun"))
+    replication.main()
+
+
+@pytest.mark.parametrize("argv", [("--only", "sweep_scratch@9"), ("--only", "collapse"),
+                                  ("--only", "evaluate", "--collect-only")])  # fmt: skip
+def test_only_refuses_a_stage_the_run_does_not_have_in_one_message(replication, monkeypatch, capsys, argv):
+    with pytest.raises(SystemExit) as stopped:
+        run_main(replication, monkeypatch, *argv, worktree=lambda work, run: pytest.fail("made a worktree"))
+    assert stopped.value.code == 2
+    (message,) = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert "not among the run's stages (download, prepare," in message or "give one of them" in message
+
+
+@pytest.mark.parametrize("argv", [("--only", "sweep_scratch@4"), ("--rerun", "--only", "collapse")])
+def test_a_partial_only_run_neither_collects_nor_adopts_its_files(replication, monkeypatch, capsys, argv):
+    run_main(replication, monkeypatch, *argv)
+    assert "collected once its last stages have run" in capsys.readouterr().out
+
+
+def test_data_hunger_and_evaluate_wait_for_every_stage_to_have_the_runs_seeds(replication, tmp_path, monkeypatch):
+    """--single-item looks at no upstream stage: the committed run's point files, still in the worktree, would be
+    read as the replication's."""
+    import yaml
+
+    run = replication.Run({"seeds": [5, 6]}, ("prepare", "sweep_cnn@0", "sweep_cnn@1", "backbone", "data_hunger",
+                                              "evaluate"), tmp_path / "progress")  # fmt: skip
+    stage = {"params": {"params.yaml": {"seeds": [5, 6]}}}
+    lock = {"stages": {"prepare": {}, "sweep_cnn@0": stage, "backbone": {},
+                       "sweep_cnn@1": {"params": {"params.yaml": {"seeds": [0, 1]}}}}}  # fmt: skip
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump(lock))
+    assert replication.stale_stages(tmp_path, run) == ["sweep_cnn@1"]
+    del lock["stages"]["backbone"]
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump(lock))
+    assert replication.stale_stages(tmp_path, run) == ["sweep_cnn@1", "backbone"]
+    calls = []
+    monkeypatch.setattr(replication, "dvc_repro", lambda work, target, single_item=False: calls.append(target))
+    with pytest.raises(SystemExit, match=r"--only data_hunger: sweep_cnn@1, backbone not yet run with the run's"):
+        replication.reproduce(tmp_path, "abc1234", run, ("data_hunger",))
+    assert calls == []
+    assert replication.stale_stages(tmp_path, replication.RERUN) == []  # the rerun keeps the committed seeds
