@@ -395,11 +395,11 @@ def replication_table(change: dict) -> str:
     held, compared, flipped = change["held"], change["compared"], change["flipped"]
     lines = [
         f"Committed run: {reference}. Replication: {other}. {held} of {compared} comparisons keep their verdict with "
-        f"overlapping intervals, {compared - held} move and {flipped} flip between ahead and behind; the learning "
-        f"rate chosen is the same in {change['same_learning_rate']} arm-by-size cells.",
+        f"overlapping intervals; {compared - held} do not, {flipped} of them flipping between ahead and behind. The "
+        f"learning rate chosen is the same in {change['same_learning_rate']} arm-by-size cells.",
         "",
-        "| A - B | per class | committed run (seeds 0-4) | replication (seeds 5-9) | same verdict | intervals overlap "
-        "| pooled, ten seeds |",
+        "| A - B | per class | committed run | replication (fresh seeds) | same verdict | intervals overlap "
+        "| pooled over both runs' seeds |",
         "|---|---|---|---|---|---|---|",
     ]
     for n, pairs in sorted(change["comparisons"].items(), key=lambda item: int(item[0])):

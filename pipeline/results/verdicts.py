@@ -83,6 +83,14 @@ def _by_pair(cells: list[tuple[str, str, dict]]) -> str:
     return "; ".join(phrases) + " per class" if phrases else "none"
 
 
+def tested_rows(comparisons: dict, second_runs: dict[str, dict]) -> set[tuple[str, str]]:
+    """The (pair, size) rows that some second run was held against: its reference mean is the shown one. A second
+    run may cover some rows only (a replication under way, or one whose point files cover some arms)."""
+    return {(pair, n) for pair, n, d in _cells(comparisons)
+            if any(change["comparisons"].get(n, {}).get(pair, {}).get("reference", {}).get("mean") == d["mean"]
+                   for change in second_runs.values())}  # fmt: skip
+
+
 def testing_runs(comparisons: dict, second_runs: dict[str, dict]) -> list[str]:
     """The second runs made against these results: those whose reference means are the shown comparisons'.
     After a rerun replaces the results, the second runs of the run before it test nothing shown."""
@@ -97,15 +105,19 @@ def answer(
     collapse: dict | None = None,
 ) -> str:  # fmt: skip
     """The README's first screen: what the committed run says, each sentence's numbers from the committed files.
-    A verdict *holds* where its 95% interval excludes zero, Holm's step-down over every comparison keeps it, and
-    no second run reached another verdict at that size; it is *unsettled* where one of those fails. While no second
+    A verdict *holds* where its 95% interval excludes zero, Holm's step-down over every comparison keeps it, a
+    second run was held against it and none reached another verdict at that size; it is *unsettled* where the
+    interval, Holm or a second run fails it, and *not yet replicated* where no second run has it. While no second
     run tests these results (a rerun has just replaced them), none is said to hold: the line names what survives
     Holm and waits for the replication."""
     cells = list(_cells(comparisons))
     nominal = [(p, n, d) for p, n, d in cells if d["verdict"] != "level"]
     moved = {(p, n) for p, n, d in cells if verdicts_elsewhere(p, n, d, second_runs)}
-    holds = [(p, n, d) for p, n, d in nominal if d.get("holm", d["verdict"]) != "level" and (p, n) not in moved]
-    unsettled = [(p, n, d) for p, n, d in nominal if (p, n, d) not in holds]
+    survivors = [(p, n, d) for p, n, d in nominal if d.get("holm", d["verdict"]) != "level" and (p, n) not in moved]
+    tested = tested_rows(comparisons, second_runs)
+    holds = [(p, n, d) for p, n, d in survivors if (p, n) in tested]
+    pending = [(p, n, d) for p, n, d in survivors if (p, n) not in tested]
+    unsettled = [(p, n, d) for p, n, d in nominal if (p, n, d) not in survivors]
     scratch, linear = evaluate["scratch"], evaluate["linear"]
     sizes = sorted(curve["scratch"], key=int)
     low, high = curve["scratch"][sizes[0]]["mean"], curve["scratch"][sizes[-1]]["mean"]
@@ -132,17 +144,25 @@ def answer(
     if tested_by:
         lines += [
             f"- **What holds** ({len(holds)} of {len(cells)} comparisons: the interval excludes zero, Holm's "
-            f"correction over all {len(cells)} keeps it, and no second run disagrees ({', '.join(tested_by)})): "
+            f"correction over all {len(cells)} keeps it, and a second run agrees ({', '.join(tested_by)})): "
             f"{_by_pair(holds)}.",
+            *(
+                [
+                    f"- **Survives Holm, not yet replicated** ({len(pending)} more: no second run has these yet): "
+                    f"{_by_pair(pending)}."
+                ]
+                if pending
+                else []
+            ),  # fmt: skip
             f"- **Unsettled** ({len(unsettled)} more are nominally ahead or behind, but fail Holm or moved in a "
             f"second run): {_by_pair(unsettled)}. The rest are level.",
         ]
     else:
         lines += [
-            f"- **What survives Holm, not yet replicated** ({len(holds)} of {len(cells)} comparisons: the interval "
-            f"excludes zero and Holm's correction over all {len(cells)} keeps it; no second run has tested these "
-            f"results yet, and a verdict is called settled only once the fresh-seed replication keeps it): "
-            f"{_by_pair(holds)}.",
+            f"- **What survives Holm, not yet replicated** ({len(survivors)} of {len(cells)} comparisons: the "
+            f"interval excludes zero and Holm's correction over all {len(cells)} keeps it; no second run has tested "
+            f"these results yet, and a verdict is called settled only once the fresh-seed replication keeps it): "
+            f"{_by_pair(survivors)}.",
             f"- **Unsettled** ({len(unsettled)} more are nominally ahead or behind, but fail Holm): "
             f"{_by_pair(unsettled)}. The rest are level.",
         ]
@@ -162,14 +182,16 @@ def answer(
 
 def verdict_table(comparisons: dict, second_runs: dict[str, dict]) -> str:
     """Every comparison at every size, one row each, to scan: the difference, its interval, the verdict, Holm's
-    verdict and each second run's where it differs; "not tested yet" while no second run was held against these
-    results (a rerun has just replaced them), where "same" would claim an agreement nobody measured."""
-    untested = "same" if testing_runs(comparisons, second_runs) else "not tested yet"
+    verdict and each second run's where it differs; "same" where a second run held against these results has
+    this row and agrees, "not tested yet" where none has it (a rerun has just replaced the results, or a second
+    run so far covers some arms only), where "same" would claim an agreement nobody measured."""
     rows = ["| comparison | per class | difference | 95% interval | verdict | after Holm | primary: after Holm over "
             "the primary family | second runs |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    tested = tested_rows(comparisons, second_runs)
     for pair, n, d in _cells(comparisons):
         a, b = pair.split("-")
-        elsewhere = verdicts_elsewhere(pair, n, d, second_runs).removeprefix("; ").replace("; ", ", ") or untested
+        elsewhere = (verdicts_elsewhere(pair, n, d, second_runs).removeprefix("; ").replace("; ", ", ")
+                     or ("same" if (pair, n) in tested else "not tested yet"))  # fmt: skip
         rows.append(f"| {REGISTRY[a].label} - {REGISTRY[b].label} | {n} | {signed(d['mean'])} | "
                     f"[{signed(d['low'])}, {signed(d['high'])}] | {d['verdict']} | {d.get('holm', '')} | "
                     f"{d.get('holm_primary', '')} | {elsewhere} |")  # fmt: skip

@@ -93,8 +93,8 @@ def test_replication_table_puts_the_pooled_ten_seed_interval_beside_both_runs_an
     rows = replication_table(change).splitlines()
     assert rows[0] == (
         "Committed run: cpu bf16. Replication: cpu fp32 and cpu bf16. 1 of 2 comparisons keep their verdict with "
-        "overlapping intervals, 1 move and 1 flip between ahead and behind; the learning rate chosen is the same "
-        "in 1 of 2 arm-by-size cells."
+        "overlapping intervals; 1 do not, 1 of them flipping between ahead and behind. The learning rate chosen is "
+        "the same in 1 of 2 arm-by-size cells."
     )
     assert rows[4] == (
         "| pretrained ViT, frozen + linear head - few-shot probe on raw pixels | 10 | +0.050 [+0.030, +0.070] ahead | "

@@ -75,17 +75,26 @@ def test_a_verdict_holm_drops_or_a_second_run_moves_is_unsettled_not_held():
                                              "75": base | {"holm": "ahead"}},
                              "linear-scratch": {"75": base | {"holm": "ahead", "holm_primary": "ahead"}},
                              "finetune-scratch": {"75": base | {"holm": "ahead"}}}}  # fmt: skip
-    moved = {"comparisons": {"75": {"cnn-scratch": {"reference": {"mean": 0.05}, "other": {"verdict": "level"}}}}}
+    agrees = {"reference": {"mean": 0.05}, "other": {"verdict": "ahead"}}
+    moved = {"comparisons": {"75": {"cnn-scratch": {"reference": {"mean": 0.05}, "other": {"verdict": "level"}},
+                                    "linear-scratch": agrees, "finetune-scratch": agrees},
+                             "10": {"cnn-scratch": agrees}}}  # fmt: skip
     evaluate = {"scratch": {"test_acc": {"mean": 0.333}, "collapse": 1.0},
                 "linear": {"test_acc": {"mean": 0.5, "std": 0.01}}, "n_test": 30, "baselines": {"chance": 1 / 3},
                 "protocol": {"n_train_per_class": 75}}  # fmt: skip
     curve = {"scratch": {"10": {"mean": 0.4}, "75": {"mean": 0.6}}}
     text = answer(evaluate, curve, comparisons, {"the rerun": moved})
     assert "**What holds** (3 of 5" in text and "small ResNet from scratch ahead of ViT from scratch at 10;" in text
-    assert "no second run disagrees (the rerun)" in text
+    assert "a second run agrees (the rerun)" in text and "not yet replicated" not in text
     assert "**Unsettled** (2 more" in text and "ViT from scratch at 25, 75 per class" in text
+    del moved["comparisons"]["10"]  # a second run without that row: it survives Holm but is not yet replicated
+    text = answer(evaluate, curve, comparisons, {"the rerun": moved})
+    assert "**What holds** (2 of 5" in text
+    assert "**Survives Holm, not yet replicated** (1 more: no second run has these yet): small ResNet from scratch " \
+           "ahead of ViT from scratch at 10 per class." in text  # fmt: skip
     rows = verdict_table(comparisons, {"the rerun": moved}).splitlines()
-    assert rows[2].endswith("| 10 | +0.050 | [+0.010, +0.090] | ahead | ahead |  | same |")
+    assert rows[2].endswith("| 10 | +0.050 | [+0.010, +0.090] | ahead | ahead |  | not tested yet |")  # not in it
+    assert rows[3].endswith("| 25 | +0.050 | [+0.010, +0.090] | ahead | level |  | not tested yet |")
     assert rows[4].endswith("| 75 | +0.050 | [+0.010, +0.090] | ahead | ahead |  | *level* in the rerun |")
     assert rows[5].endswith("| 75 | +0.050 | [+0.010, +0.090] | ahead | ahead | ahead | same |")  # a primary one
     assert (
@@ -118,3 +127,4 @@ def test_while_no_second_run_tests_the_shown_results_nothing_is_said_to_hold():
     assert rows[2].endswith("| ahead | ahead |  | not tested yet |")
     rows = verdict_table(comparisons, {"the run before": older, "the replication": same}).splitlines()
     assert rows[2].endswith("| ahead | ahead |  | same |")
+    assert rows[3].endswith("| level |  | not tested yet |")  # cnn-scratch at 25: no second run has that row
