@@ -31,7 +31,8 @@ def cpu_kind(hardware: str) -> set[str]:
 
 
 def estimate_line(runtime_key: str, hardware: str, times: dict) -> str:
-    """One line: the measured time of a full run on this device and precision, or the settings that were timed.
+    """One line: the measured time of a full run on this device and precision, or the settings that were timed;
+    and a second where that run's protocol is older than the committed one (``protocol`` in the times file).
     Only measurements: a setting never timed says so, and a run timed on another CPU kind says that too (a
     2-core AVX2 machine and one with avx512_bf16 differ by far more than the noise)."""
     measured = times.get("runs", {}).get(runtime_key)
@@ -40,19 +41,22 @@ def estimate_line(runtime_key: str, hardware: str, times: dict) -> str:
         known = ", ".join(f"{key}: {value['minutes']:.0f} min" for key, value in times.get("runs", {}).items())
         return f"dvc repro from scratch runs in {here}; no full run was timed in that setting ({known})"
     protocol = f" under {measured['protocol']}" if measured.get("protocol") else ""
-    committed = times.get("protocol")  # the committed params' protocol, where a newer one has no full run yet
-    if committed and measured.get("protocol") and measured["protocol"] != committed:
-        protocol += (f"; the committed protocol, {committed}, has no full run timed and trains more, so expect "
-                     f"longer (its parts' times: partial_runs in {TIMES})")  # fmt: skip
     other_kind = ""
     timed_on = measured.get("hardware", "")
     if runtime_key.startswith("cpu") and timed_on and cpu_kind(timed_on) != cpu_kind(hardware):
         before = same_kind_before(runtime_key, hardware, times)
         other_kind = f" (another CPU kind: {timed_on}; this one's time will differ{before})"
-    return (
+    line = (
         f"dvc repro from scratch runs in {here}: about {measured['minutes']:.0f} min, measured on "
-        f"{measured['machine']}{protocol}{other_kind}; stages already up to date are skipped"
+        f"{measured['machine']}{other_kind}{protocol}; stages already up to date are skipped"
     )
+    committed = times.get("protocol")  # the committed params' protocol, where it is newer than every full run
+    if committed and measured.get("protocol") and measured["protocol"] != committed:
+        name = committed.split(" (")[0]
+        line += (f"\nexpect longer: the committed protocol ({name}) trains more runs than "
+                 f"{measured['protocol'].split(' (')[0]} "
+                 f"and has no full run timed yet; its parts' times are partial_runs in {TIMES}")  # fmt: skip
+    return line
 
 
 def same_kind_before(runtime_key: str, hardware: str, times: dict) -> str:
