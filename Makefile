@@ -37,8 +37,18 @@ paper: install ## seed 000's experiment (paper preset) as the DVC experiment "pa
 
 # Issue 38's opt-in study (docs/synthetic.md): synthetic fractal pretraining at 10k, 100k and 1M images, after the
 # default pipeline (whose data and results it reads); hours on a 2-core CPU, each stage at most about 40 minutes.
-synthetic: install ## issue 38's opt-in synthetic-pretraining study: dvc repro studies/synthetic/dvc.yaml (hours)
-	PATH="$(BIN):$$PATH" dvc repro studies/synthetic/dvc.yaml
+# Each study stage runs alone (--single-item): a plain `dvc repro studies/synthetic/dvc.yaml` would also run every
+# default stage upstream of the committed results it reads (on a new machine: the backbones, their pretraining axis)
+# and could rewrite them. Each backbone is fine-tuned right after it is pretrained: a machine that stops between
+# items loses one backbone at most (models are not in git), and a rerun skips what is up to date.
+SYNTHETIC_STUDY := studies/synthetic/dvc.yaml
+SYNTHETIC_ITEMS := vit-0 resnet-0 vit-1 resnet-1 vit-2 resnet-2
+synthetic: install data ## issue 38's opt-in synthetic-pretraining study, stage by stage (hours)
+	PATH="$(BIN):$$PATH" dvc repro prepare
+	PATH="$(BIN):$$PATH" dvc repro --single-item $(SYNTHETIC_STUDY):synthetic_data
+	for item in $(SYNTHETIC_ITEMS); do for stage in synthetic_pretrain synthetic_finetune; do \
+		PATH="$(BIN):$$PATH" dvc repro --single-item $(SYNTHETIC_STUDY):$$stage@$$item || exit 1; done; done
+	PATH="$(BIN):$$PATH" dvc repro --single-item $(SYNTHETIC_STUDY):synthetic_scale
 
 # The training stages under torchrun, one process per GPU (DistributedDataParallel: NCCL on GPUs, gloo on CPUs), with
 # params.yaml's global batch and steps, then recorded in dvc.lock as if `dvc repro` had run them. For the paper

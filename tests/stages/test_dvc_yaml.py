@@ -208,6 +208,17 @@ def test_stages_that_only_draw_or_gather_never_depend_on_the_model(stage):
     assert not never & listed_modules(STAGES[stage]["deps"])
 
 
+def test_make_synthetic_runs_every_item_of_the_study_each_pretraining_before_its_fine_tuning():
+    """The Makefile lists the study's items itself (it runs each stage alone): the matrix's, none missing."""
+    makefile = (REPO / "Makefile").read_text()
+    items = re.search(r"^SYNTHETIC_ITEMS := (.*)$", makefile, re.MULTILINE).group(1).split()
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    arches = STAGES["synthetic_pretrain"]["matrix"]["arch"]
+    assert sorted(items) == sorted(f"{arch}-{point}" for arch in arches for point in params["synthetic"]["points"])
+    assert STAGES["synthetic_finetune"]["matrix"]["arch"] == arches
+    assert "for stage in synthetic_pretrain synthetic_finetune;" in makefile
+
+
 def test_the_synthetic_study_gathers_every_item_its_matrices_make():
     """synthetic_scale lists its inputs by name (a matrix's outputs cannot be named in a dep): one per item of
     synthetic_pretrain and synthetic_finetune at params.yaml's synthetic.points, and the curve's two ResNet points."""

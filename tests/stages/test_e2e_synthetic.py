@@ -1,12 +1,14 @@
 """Issue 38's opt-in study end to end: `dvc repro studies/synthetic/dvc.yaml` on the tiny offline fixture, through
-real DVC (which first runs the default stages the study reads) and a real MLflow store; then nothing left to run,
-and the default `dvc repro` plan never holds a study stage."""
+real DVC (which first runs the default stages the study reads) and a real MLflow store; then nothing left to run;
+then `make synthetic` on a new machine (no cache, no models) runs the study's stages alone and leaves the default
+pipeline's results be; and the default `dvc repro` plan never holds a study stage."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
@@ -66,5 +68,19 @@ def test_the_synthetic_study_runs_end_to_end_through_dvc_and_tests_its_hypothese
 
     again = run_checked(["dvc", "repro", "studies/synthetic/dvc.yaml"], repo, env)
     assert "Running stage" not in again
+
+    # A new machine with the committed results: no DVC cache, models or prepared data. `make synthetic` runs the
+    # study's stages alone, never a default stage upstream of the results it reads, and leaves those results be.
+    default_results = [path for path in (repo / "metrics").rglob("*.json") if "synthetic" not in path.name
+                       and "synthetic" not in path.parent.name]  # fmt: skip
+    committed = {path: path.read_bytes() for path in default_results}
+    for folder in (".dvc/cache", "models", "data/prepared", "data/synthetic"):
+        shutil.rmtree(repo / folder)
+    shutil.copy(REPO / "Makefile", repo / "Makefile")
+    venv = Path(sys.executable).parent.parent
+    made = run_checked(["make", "-o", "install", "-o", "data", "synthetic", f"VENV={venv}"], repo, env, timeout=1200)
+    assert "Running stage 'prepare'" in made and "Running stage 'backbone'" not in made and "pretrain_scale" not in made
+    assert "Running stage 'studies/synthetic/dvc.yaml:synthetic_pretrain@resnet-2'" in made
+    assert {path: path.read_bytes() for path in committed} == committed
     dag = run_checked(["dvc", "dag", "--dot", "dvc.yaml"], repo, env)
     assert "synthetic" not in dag  # the default pipeline's graph holds no study stage
