@@ -111,13 +111,13 @@ test: install lint ## lint, then the whole suite in two workers (dvc repro end t
 	PATH="$(BIN):$$PATH" pytest -n 2 --dist loadfile
 
 # Whole tiny runs SIGKILLed at a dozen points and rerun, and four queued experiments on two workers beside a
-# direct run: about 6 minutes in all, so not in make test; CI runs them after it.
-test-reliability: install ## the kill-anywhere and side-by-side tests (whole tiny runs, about 6 min; CI runs them)
+# direct run: 6 to 9 minutes in all on 2 cores, so not in make test; CI runs them after it.
+test-reliability: install ## the kill-anywhere and side-by-side tests (whole tiny runs, 6-9 min; CI runs them)
 	PATH="$(BIN):$$PATH" pytest -m reliability tests/stages
 
-# The opt-in studies' pipelines (studies/*/dvc.yaml) end to end on tiny fixtures: about 4 minutes, so not in make
+# The opt-in studies' pipelines (studies/*/dvc.yaml) end to end on tiny fixtures: about 5 minutes, so not in make
 # test (which stays under 15); CI runs them after make test-reliability.
-test-studies: install ## the opt-in studies' dvc pipelines end to end on tiny fixtures (about 4 min; CI runs them)
+test-studies: install ## the opt-in studies' dvc pipelines end to end on tiny fixtures (about 5 min; CI runs them)
 	PATH="$(BIN):$$PATH" pytest -m study tests/stages
 
 # The library's and tools' tests only: no stage processes, no dvc repro (tests/stages holds those).
