@@ -136,7 +136,7 @@ class Tracker:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 import mlflow
-                from mlflow.entities import Param, RunTag
+                from mlflow.entities import Param
 
                 uri = tracking_uri()
                 bound_http_retries()
@@ -154,16 +154,12 @@ class Tracker:
                     experiment_id = retry_when_locked(lambda: self._experiment_id(uri))
                     if self.parent is None:
                         retry_when_locked(lambda: mark_dead_runs_killed(self.client, experiment_id))
-                    run = retry_when_locked(lambda: self.client.create_run(experiment_id, run_name=self.run_name))
+                    # tagged as it is made: a SIGKILL between making and tagging would leave a RUNNING run
+                    # without the host and pid that mark_dead_runs_killed needs to mark it KILLED later
+                    run = retry_when_locked(lambda: self.client.create_run(
+                        experiment_id, run_name=self.run_name, tags={k: str(v) for k, v in tags.items()}))  # fmt: skip
                     self.run_id = run.info.run_id
-                    retry_when_locked(
-                        lambda: self.client.log_batch(
-                            self.run_id,
-                            params=params,
-                            tags=[RunTag(k, str(v)) for k, v in tags.items()],
-                            synchronous=True,
-                        )
-                    )
+                    retry_when_locked(lambda: self.client.log_batch(self.run_id, params=params, synchronous=True))
             if self.parent is None:
                 self.monitor = start_system_metrics(self.run_id, uri)
         except Exception as error:  # any MLflow or store problem must not stop the stage
