@@ -354,6 +354,15 @@ def grouped_by_value(by_size: dict[str, dict]) -> list[tuple[dict, list[str]]]:
     return groups
 
 
+def curve_rows(change: dict):
+    """A second run's curve comparisons (``precision_change.json``'s ``comparisons``) in size order: each row's
+    two arm labels, its size and both runs' cells."""
+    for n, pairs in sorted(change["comparisons"].items(), key=lambda item: int(item[0])):
+        for pair, runs in pairs.items():
+            a, b = (REGISTRY[arm].label for arm in pair.split("-"))
+            yield a, b, n, runs
+
+
 def precision_table(change: dict) -> str:
     """Each stated comparison of the curve in the committed run and in a second run in another precision: the
     verdicts and 95% intervals side by side (``metrics/precision_change.json``); where the second run was a
@@ -372,10 +381,7 @@ def precision_table(change: dict) -> str:
                           for arm, by_size in change["grids"].items()
                           for runs, sizes in grouped_by_value(by_size))  # fmt: skip
         lines[1:1] = ["", f"Learning-rate grids that differ (the second run is older than the grid): {grids}."]
-    for n, pairs in sorted(change["comparisons"].items(), key=lambda item: int(item[0])):
-        for pair, runs in pairs.items():
-            a, b = (REGISTRY[arm].label for arm in pair.split("-"))
-            lines.append(f"| {a} - {b} | {n} | {side_by_side(runs)} |")
+    lines += [f"| {a} - {b} | {n} | {side_by_side(runs)} |" for a, b, n, runs in curve_rows(change)]
     if "pretraining" in change:
         lines += precision_pretraining_rows(change["pretraining"])
     labels = {arm: REGISTRY[arm].label for arm in ("scratch", "linear")} | {k: f"`{k}`" for k in DECAY_VARIANTS}
@@ -402,12 +408,10 @@ def replication_table(change: dict) -> str:
         "| pooled over both runs' seeds |",
         "|---|---|---|---|---|---|---|",
     ]
-    for n, pairs in sorted(change["comparisons"].items(), key=lambda item: int(item[0])):
-        for pair, runs in pairs.items():
-            a, b = (REGISTRY[arm].label for arm in pair.split("-"))
-            pooled = runs["pooled"]
-            lines.append(f"| {a} - {b} | {n} | {side_by_side(runs)} | {signed(pooled['mean'])} "
-                         f"[{signed(pooled['low'])}, {signed(pooled['high'])}] {pooled['verdict']} |")  # fmt: skip
+    for a, b, n, runs in curve_rows(change):
+        pooled = runs["pooled"]
+        lines.append(f"| {a} - {b} | {n} | {side_by_side(runs)} | {signed(pooled['mean'])} "
+                     f"[{signed(pooled['low'])}, {signed(pooled['high'])}] {pooled['verdict']} |")  # fmt: skip
     return "\n".join(lines)
 
 

@@ -92,12 +92,9 @@ def tested_rows(comparisons: dict, second_runs: dict[str, dict]) -> set[tuple[st
 
 
 def testing_runs(comparisons: dict, second_runs: dict[str, dict]) -> list[str]:
-    """The second runs made against these results: those whose reference means are the shown comparisons'.
+    """The second runs made against these results: those that hold at least one shown row (``tested_rows``).
     After a rerun replaces the results, the second runs of the run before it test nothing shown."""
-    shown = {(pair, n): d["mean"] for pair, n, d in _cells(comparisons)}
-    references = {name: [(pair, n, c["reference"]["mean"]) for n, by_pair in change["comparisons"].items()
-                         for pair, c in by_pair.items()] for name, change in second_runs.items()}  # fmt: skip
-    return [name for name, refs in references.items() if any(shown.get((p, n)) == mean for p, n, mean in refs)]
+    return [name for name, change in second_runs.items() if tested_rows(comparisons, {name: change})]
 
 
 def answer(
