@@ -24,13 +24,13 @@ _STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.
 
 
 def _peer_failure(error: Exception) -> bool:
-    """A collective that failed because another rank of a torchrun job died (gloo: connection closed or reset;
-    any backend: the process group's timeout)."""
+    """A collective that failed because another rank of a torchrun job died (gloo: connection closed or reset,
+    or a broken pipe where the dead rank's socket was being written; any backend: the process group's timeout)."""
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         return False
     text = f"{type(error).__name__} {error}".lower()
-    return any(word in text for word in ("connection", "closed", "reset by peer", "timed out", "timeout", "gloo",
-                                         "nccl", "distbackenderror"))  # fmt: skip
+    return any(word in text for word in ("connection", "closed", "reset by peer", "broken pipe", "timed out",
+                                         "timeout", "gloo", "nccl", "distbackenderror"))  # fmt: skip
 
 
 def _say_why_when_torchrun_stops_us(stage: str) -> None:

@@ -122,3 +122,25 @@ def test_a_lock_left_by_a_killed_run_is_taken_over_in_one_line_and_a_finished_ru
     with caplog.at_level(logging.INFO, logger="pipeline.stages"), one_run_at_a_time("summary", []):
         pass
     assert "taking over" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        RuntimeError("[pair.cc:534] Read error [127.0.0.1]:41234: Connection reset by peer"),
+        RuntimeError("[pair.cc:598] Connection closed by peer [127.0.0.1]:41234"),
+        RuntimeError("[pair.cc:446] Write error [127.0.0.1]:41234: Broken pipe"),  # the dead rank's socket written
+        RuntimeError("[pair.cc:320] Socket closed"),
+        RuntimeError("Application timeout caused pair closure"),
+    ],
+)
+def test_a_collective_broken_by_a_dead_rank_ends_in_the_one_line_that_names_it(error, monkeypatch):
+    from pipeline.core.entry import _one_line
+
+    monkeypatch.delenv("PIPELINE_DEBUG", raising=False)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    line, status = _one_line(error, "train_once", 1.0)
+    assert status == 1 and "another process of this torchrun job stopped" in line
+    monkeypatch.setenv("WORLD_SIZE", "1")  # alone, the same error is a bug: its traceback is the message
+    assert _one_line(error, "train_once", 1.0) == (None, 0)
