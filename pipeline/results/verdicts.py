@@ -29,7 +29,11 @@ def comparisons_table(comparisons: dict) -> str:
 
 
 # The second runs of the curve (docs/reproducibility.md): their comparison files and how a reading names them.
-SECOND_RUNS = {"precision_change.json": "the fp32 rerun", "precision_change_zen4.json": "the Zen 4 rerun"}
+SECOND_RUNS = {
+    "precision_change.json": "the fp32 rerun",
+    "precision_change_zen4.json": "the Zen 4 rerun",
+    "replication/comparison.json": "the replication",
+}
 
 
 def verdicts_elsewhere(pair: str, n: str, shown: dict, second_runs: dict[str, dict]) -> str:

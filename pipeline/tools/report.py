@@ -60,8 +60,8 @@ def generated_blocks() -> dict[str, str]:
         "backbone_data": backbone_data_table(scale),
         "precision": precision_table(second_runs["precision_change.json"]),
         "precision_zen4": precision_table(second_runs["precision_change_zen4.json"]),
-        # the replication so far (the stages it has finished); its comparison.json replaces it once it ends
-        "replication": replication_table(read_metrics("replication/comparison_so_far.json")),
+        # the fresh-seed replication (issue 37), held verdict by verdict against the committed run
+        "replication": replication_table(read_metrics("replication/comparison.json")),
         "runs": runs_table(curve),
         "grid_edges": grid_edges_table(read_metrics("grid_edges.json")),
         "floor": floor_table(read_metrics("floor_check.json")),

@@ -83,6 +83,19 @@ def verdicts_held(name: str, part: str | None = None) -> str:
 
 
 RERUN_AGAINST_BEFORE = "run_before_issue37/rerun_against_it.json"
+REPLICATION = "replication/comparison.json"
+
+
+def replication_margins_under_a_point() -> str:
+    """In how many arm-by-size cells the replication's chosen learning rate led the runner-up by under one point."""
+    cells = [cell for arm in committed(REPLICATION)["learning_rates"].values() for cell in arm.values()]
+    return f"{sum(cell['margin']['other'] < 0.01 for cell in cells)} of {len(cells)}"
+
+
+def same_cpu_kind() -> dict:
+    """Issue 37's stages that read a backbone against issue 21's full run, both in bf16 on a Sapphire Rapids."""
+    runs = committed("repro_time.json")["partial_runs"]
+    return next(run for run in runs if run.get("purpose") == "issue37_replication_final")["same_cpu_kind"]
 
 
 def second_machine(stage: str) -> float:
@@ -173,14 +186,19 @@ QUOTED = [
     (REPRODUCIBILITY, "`linear_probe` {:.1f} s, with", lambda: repro("cpu fp32")["stage_seconds"]["linear_probe"]),
     (RESULTS, "kept {} and", lambda: verdicts_held("precision_change.json")),
     (RESULTS, "and {} verdicts, every interval", lambda: verdicts_held("precision_change_zen4.json")),
-    (RESULTS, "so far {} verdicts held", lambda: verdicts_held("replication/comparison_so_far.json")),
+    (RESULTS, "the table below), {} verdicts held", lambda: verdicts_held(REPLICATION)),
+    (RESULTS, "(the last section): it kept {} verdicts", lambda: verdicts_held(REPLICATION)),
+    ("README.md", "new backbones, on other machines): it kept {} of", lambda: verdicts_held(REPLICATION)),
+    (RESULTS, "are under one point in {} cells", lambda: replication_margins_under_a_point()),
+    (RESULTS, "`evaluate` took {:.2f}x their time there", lambda: same_cpu_kind()["total_ratio"]),
+    (RESULTS, "the transfer arms alone {:.2f}x", lambda: same_cpu_kind()["ratio"]["sweep_pretrained"]),
     (RESULTS, "the rerun kept {} of these verdicts", lambda: verdicts_held(RERUN_AGAINST_BEFORE)),
     ("README.md", "the rerun kept {} of the curve's verdicts", lambda: verdicts_held(RERUN_AGAINST_BEFORE)),
     (RESULTS, "this axis kept {} shared verdicts", lambda: verdicts_held(RERUN_AGAINST_BEFORE, "pretraining")),
     (
         RESULTS,
         "was the same in {} arm-by-size",
-        lambda: committed("replication/comparison_so_far.json")["same_learning_rate"],
+        lambda: committed(REPLICATION)["same_learning_rate"],
     ),
     (REPRODUCIBILITY, "{} of the curve's", lambda: verdicts_held("precision_change.json").split(" of ")[0]),
     (REPRODUCIBILITY, "overlaps and {} verdicts held", lambda: verdicts_held("precision_change_zen4.json")),
@@ -197,6 +215,7 @@ NOT_RESULTS = {  # decimal numbers in the prose that no rerun changes
     "3.10": "the Python version the project needs",
     "2.14": "the torch version whose API the detector works around",
     "4.6": "the paper's section",
+    "1.5": "issue 37's bound on the stage time against issue 21's on the same CPU kind",
     "2.1e-6": "the logit parity with torchvision that tests/unit/models/test_vit.py checks",
 }
 
