@@ -431,3 +431,41 @@ def precision_pretraining_rows(pretraining: dict) -> list[str]:
             images, shots = key.split("/")
             lines.append(f"| {a} - {b} | {int(images):,} / {shots} | {side_by_side(runs)} |")
     return lines
+
+
+def synthetic_table(pretrained: list[dict], finetuned: list[dict], study: dict | None, items: int) -> str:
+    """Issue 38's study as far as it has run (``metrics/synthetic/``: one pretraining and one fine-tuning file per
+    backbone), and, once every backbone has run, the pre-registered hypotheses (``metrics/synthetic.json``)."""
+    tuned = {(item["arch"], item["n_pretrain"]): item for item in finetuned}
+    names = {"vit": "ViT", "resnet": "small ResNet"}
+    shots = sorted(pretrained[0]["few_shot"], key=int) if pretrained else []
+    sizes = sorted(tuned[next(iter(tuned))]["finetune"], key=int) if tuned else []
+    lines = [
+        f"{len(pretrained)} of {items} backbones pretrained, {len(finetuned)} fine-tuned. Test accuracy on the "
+        "target, mean ± std over the curve's seeds.",
+        "",
+        "| backbone | synthetic images | held-out synthetic accuracy (step) | "
+        + " | ".join(f"{s}-shot probe" for s in shots)
+        + " | "
+        + " | ".join(f"fine-tuned at {n} per class" for n in sizes)
+        + " |",
+        "|---|---|---|" + "---|" * (len(shots) + len(sizes)),
+    ]
+    for item in sorted(pretrained, key=lambda item: (item["arch"] != "vit", item["n_pretrain"])):
+        done = tuned.get((item["arch"], item["n_pretrain"]))
+        used = "" if item["used"] else ", not used"
+        cells = [mean_std(item["few_shot"][s]) for s in shots]
+        cells += [mean_std(done["finetune"][n]["test_acc"]) if done else "not yet" for n in sizes]
+        lines.append(f"| {names[item['arch']]} | {item['n_pretrain']:,} | {item['held_out_acc']:.3f} "
+                     f"({item['best_step']}{used}) | " + " | ".join(cells) + " |")  # fmt: skip
+    if study is None:
+        lines += ["", "H1-H3 are tested once every backbone has run (stage synthetic_scale, `metrics/synthetic.json`)."]
+        return "\n".join(lines)
+    lines += ["", "| hypothesis | what is tested | difference [95% interval] | pre-registered verdict | after Holm |",
+              "|---|---|---|---|---|"]  # fmt: skip
+    for name, hypothesis in study["hypotheses"].items():
+        d = hypothesis["difference"]
+        lines.append(f"| {name} | {hypothesis['rule']} | {signed(d['mean'])} [{signed(d['low'])}, {signed(d['high'])}] "
+                     f"| {'MET' if hypothesis['met'] else 'NOT MET'} | "
+                     f"{'MET' if hypothesis['met_under_holm'] else 'NOT MET'} |")  # fmt: skip
+    return "\n".join(lines)

@@ -17,6 +17,7 @@ from pipeline.core import paths
 from pipeline.core.entry import stage_main, tool_parser
 from pipeline.core.errors import UserError
 from pipeline.core.files import read_json, write_text
+from pipeline.core.params_yaml import load_params
 from pipeline.results.report_tables import (
     ablation_table,
     backbone_data_table,
@@ -29,7 +30,9 @@ from pipeline.results.report_tables import (
     replication_table,
     results_table,
     runs_table,
+    synthetic_table,
 )
+from pipeline.results.synthetic_axis import ARCHES
 from pipeline.results.verdicts import SECOND_RUNS, answer, comparisons_table, readings, verdict_table
 
 
@@ -70,12 +73,23 @@ def generated_blocks() -> dict[str, str]:
                      f"validation by the curve at this size.\n\n" + collapse_table(collapse)),
         "ablation": (f"ViT from scratch on {ablation['n_train']} images, {ablation['epochs']} epochs at lr "
                      f"{ablation['lr']:g}.\n\n" + ablation_table(ablation)),
+        "synthetic": synthetic_study(),
     }  # fmt: skip
+
+
+def synthetic_study() -> str:
+    """Issue 38's opt-in study: the committed files of the backbones it has run so far, its hypotheses once all have."""
+    folder = paths.METRICS / "synthetic"
+    pretrained = [read_json(path) for path in sorted(folder.glob("pretrain_*.json"))]
+    finetuned = [read_json(path) for path in sorted(folder.glob("finetune_*.json"))]
+    study = paths.METRICS / "synthetic.json"
+    items = len(load_params().synthetic.points) * len(ARCHES)
+    return synthetic_table(pretrained, finetuned, read_json(study) if study.is_file() else None, items)
 
 
 MARKER = re.compile(r"(<!-- generated: (\w+) -->\n)(.*?)(<!-- /generated: \2 -->)", re.DOTALL)
 # the files whose tables between markers `--write` regenerates
-DOCUMENTS = ("README.md", "docs/results.md", "docs/reproducibility.md")
+DOCUMENTS = ("README.md", "docs/results.md", "docs/reproducibility.md", "docs/synthetic.md")
 
 
 def fill(text: str, blocks: dict[str, str]) -> str:

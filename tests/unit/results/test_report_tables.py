@@ -127,3 +127,25 @@ def test_the_slopes_reading_names_figure_4s_direction_its_opposite_and_the_level
         "(+0.050 [+0.040, +0.060]); the ViT gains less per decade than the small ResNet, the opposite of Figure 4's "
         "direction, at 25 shots (-0.040 [-0.050, -0.030]); the two slopes are level at 10 shots."
     )
+
+
+def test_the_synthetic_table_shows_each_backbone_run_so_far_and_the_hypotheses_only_once_tested():
+    from pipeline.results.report_tables import synthetic_table
+
+    acc = {"mean": 0.5, "std": 0.01}
+    pretrained = [
+        {"arch": arch, "n_pretrain": 10000, "few_shot": {"5": acc, "10": acc}, "held_out_acc": 0.9, "best_step": 400,
+         "used": arch == "vit"}
+        for arch in ("resnet", "vit")
+    ]  # fmt: skip
+    finetuned = [{"arch": "vit", "n_pretrain": 10000, "finetune": {"10": {"test_acc": acc}, "75": {"test_acc": acc}}}]
+    partial = synthetic_table(pretrained, finetuned, None, 6)
+    assert partial.startswith("2 of 6 backbones pretrained, 1 fine-tuned")
+    rows = [line for line in partial.splitlines() if line.startswith("| ViT") or line.startswith("| small ResNet")]
+    assert rows[0].startswith("| ViT") and "not yet" not in rows[0]  # the ViT first, fine-tuned
+    assert "(400, not used)" in rows[1] and rows[1].endswith("| not yet | not yet |")
+    assert "MET" not in partial and "tested once every backbone has run" in partial
+    difference = {"mean": 0.02, "low": -0.01, "high": 0.05}
+    study = {"hypotheses": {"H1": {"rule": "slope", "difference": difference, "met": False, "met_under_holm": False}}}
+    tested = synthetic_table(pretrained, finetuned, study, 6)
+    assert "| H1 | slope | +0.020 [-0.010, +0.050] | NOT MET | NOT MET |" in tested
