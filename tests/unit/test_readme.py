@@ -92,6 +92,13 @@ def replication_margins_under_a_point() -> str:
     return f"{sum(cell['margin']['other'] < 0.01 for cell in cells)} of {len(cells)}"
 
 
+def synthetic_seconds(stage: str):
+    """Issue 38's study's stage times: one stage's, or every item's of a stage (a name ending in @)."""
+    runs = committed("repro_time.json")["partial_runs"]
+    seconds = next(run for run in runs if run.get("purpose") == "issue38_synthetic")["stage_seconds"]
+    return {k: v for k, v in seconds.items() if k.startswith(stage)} if stage.endswith("@") else seconds[stage]
+
+
 def same_cpu_kind() -> dict:
     """Issue 37's stages that read a backbone against issue 21's full run, both in bf16 on a Sapphire Rapids."""
     runs = committed("repro_time.json")["partial_runs"]
@@ -192,6 +199,11 @@ QUOTED = [
     (RESULTS, "are under one point in {} cells", lambda: replication_margins_under_a_point()),
     (RESULTS, "`evaluate` took {:.2f}x their time there", lambda: same_cpu_kind()["total_ratio"]),
     (RESULTS, "the transfer arms alone {:.2f}x", lambda: same_cpu_kind()["ratio"]["sweep_pretrained"]),
+    ("README.md", "took {:.2f}x the time of the same stages", lambda: same_cpu_kind()["total_ratio"]),
+    ("README.md", "rendering its images took {:.1f} s", lambda: synthetic_seconds("synthetic_data")),
+    ("README.md", "its 4,000 steps {:.1f} to", lambda: min(synthetic_seconds("synthetic_pretrain@").values())),
+    ("README.md", "to {:.1f} s and fine-tuning", lambda: max(synthetic_seconds("synthetic_pretrain@").values())),
+    ("README.md", "fine-tuning the first one {:.1f} s", lambda: synthetic_seconds("synthetic_finetune@vit-0")),
     (RESULTS, "the rerun kept {} of these verdicts", lambda: verdicts_held(RERUN_AGAINST_BEFORE)),
     ("README.md", "the rerun kept {} of the curve's verdicts", lambda: verdicts_held(RERUN_AGAINST_BEFORE)),
     (RESULTS, "this axis kept {} shared verdicts", lambda: verdicts_held(RERUN_AGAINST_BEFORE, "pretraining")),
