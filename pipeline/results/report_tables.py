@@ -469,3 +469,19 @@ def synthetic_table(pretrained: list[dict], finetuned: list[dict], study: dict |
                      f"| {'MET' if hypothesis['met'] else 'NOT MET'} | "
                      f"{'MET' if hypothesis['met_under_holm'] else 'NOT MET'} |")  # fmt: skip
     return "\n".join(lines)
+
+
+def synthetic_answer(study: dict | None, pretrained: int, items: int, sizes: list[int]) -> str:
+    """The README's line on issue 38's study: each pre-registered hypothesis with its interval and verdict once
+    the study has run (``metrics/synthetic.json``), else how far it has come."""
+    what = (f"- **Synthetic pretraining two decades further** (issue 38's opt-in study, docs/synthetic.md: the ViT "
+            f"and the small ResNet pretrained on {min(sizes):,} to {max(sizes):,} fractal images)")  # fmt: skip
+    if study is None:
+        ran = f"{pretrained} of {items} backbones have run"
+        return f"{what}: {ran}; its pre-registered hypotheses are tested once all have."
+    verdicts = "; ".join(
+        f"{name}, {h['rule'].split(': MET if')[0]}: {signed(h['difference']['mean'])} "
+        f"[{signed(h['difference']['low'])}, {signed(h['difference']['high'])}], {'MET' if h['met'] else 'NOT MET'}"
+        for name, h in study["hypotheses"].items()
+    )
+    return f"{what}: {verdicts} (paired by seed, 95% interval; pre-registered before the first full run)."

@@ -30,6 +30,7 @@ from pipeline.results.report_tables import (
     replication_table,
     results_table,
     runs_table,
+    synthetic_answer,
     synthetic_table,
 )
 from pipeline.results.synthetic_axis import ARCHES
@@ -73,18 +74,24 @@ def generated_blocks() -> dict[str, str]:
                      f"validation by the curve at this size.\n\n" + collapse_table(collapse)),
         "ablation": (f"ViT from scratch on {ablation['n_train']} images, {ablation['epochs']} epochs at lr "
                      f"{ablation['lr']:g}.\n\n" + ablation_table(ablation)),
-        "synthetic": synthetic_study(),
+        **synthetic_study(),
     }  # fmt: skip
 
 
-def synthetic_study() -> str:
-    """Issue 38's opt-in study: the committed files of the backbones it has run so far, its hypotheses once all have."""
+def synthetic_study() -> dict[str, str]:
+    """Issue 38's opt-in study: the committed files of the backbones it has run so far, its hypotheses once all
+    have (``synthetic`` in docs/synthetic.md, ``synthetic_answer`` in the README)."""
     folder = paths.METRICS / "synthetic"
     pretrained = [read_json(path) for path in sorted(folder.glob("pretrain_*.json"))]
     finetuned = [read_json(path) for path in sorted(folder.glob("finetune_*.json"))]
-    study = paths.METRICS / "synthetic.json"
-    items = len(load_params().synthetic.points) * len(ARCHES)
-    return synthetic_table(pretrained, finetuned, read_json(study) if study.is_file() else None, items)
+    path = paths.METRICS / "synthetic.json"
+    study = read_json(path) if path.is_file() else None
+    cfg = load_params().synthetic
+    items, sizes = len(cfg.points) * len(ARCHES), [cfg.categories * n for n in cfg.per_category]
+    return {
+        "synthetic": synthetic_table(pretrained, finetuned, study, items),
+        "synthetic_answer": synthetic_answer(study, len(pretrained), items, sizes),
+    }
 
 
 MARKER = re.compile(r"(<!-- generated: (\w+) -->\n)(.*?)(<!-- /generated: \2 -->)", re.DOTALL)

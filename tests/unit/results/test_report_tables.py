@@ -149,3 +149,16 @@ def test_the_synthetic_table_shows_each_backbone_run_so_far_and_the_hypotheses_o
     study = {"hypotheses": {"H1": {"rule": "slope", "difference": difference, "met": False, "met_under_holm": False}}}
     tested = synthetic_table(pretrained, finetuned, study, 6)
     assert "| H1 | slope | +0.020 [-0.010, +0.050] | NOT MET | NOT MET |" in tested
+
+
+def test_the_readme_line_on_the_synthetic_study_gives_each_verdict_only_once_the_study_has_run():
+    from pipeline.results.report_tables import synthetic_answer
+
+    sizes = [10000, 100000, 1000000]
+    assert "2 of 6 backbones have run" in synthetic_answer(None, 2, 6, sizes) and "MET" not in synthetic_answer(
+        None, 2, 6, sizes
+    )
+    hypothesis = {"rule": "the slope: MET if the paired 95% interval is above 0", "met": True,
+                  "difference": {"mean": 0.05, "low": 0.01, "high": 0.09}}  # fmt: skip
+    line = synthetic_answer({"hypotheses": {"H1": hypothesis}}, 6, 6, sizes)
+    assert "10,000 to 1,000,000 fractal images" in line and "H1, the slope: +0.050 [+0.010, +0.090], MET" in line
