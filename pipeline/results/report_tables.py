@@ -433,6 +433,13 @@ def precision_pretraining_rows(pretraining: dict) -> list[str]:
     return lines
 
 
+def ran_on(runtime: str) -> str:
+    """A run's device, precision and CPU kind from its ``runtime`` field, e.g. "cpu bf16 (AVX512, native bf16: ...)"
+    -> "cpu bf16, AVX512": the study's backbones ran on more than one machine kind."""
+    where, _, hardware = runtime.partition(" (")
+    return f"{where}, {hardware.split(',')[0].rstrip(')')}" if hardware else where
+
+
 def synthetic_table(pretrained: list[dict], finetuned: list[dict], study: dict | None, items: int) -> str:
     """Issue 38's study as far as it has run (``metrics/synthetic/``: one pretraining and one fine-tuning file per
     backbone), and, once every backbone has run, the pre-registered hypotheses (``metrics/synthetic.json``)."""
@@ -444,20 +451,21 @@ def synthetic_table(pretrained: list[dict], finetuned: list[dict], study: dict |
         f"{len(pretrained)} of {items} backbones pretrained, {len(finetuned)} fine-tuned. Test accuracy on the "
         "target, mean ± std over the curve's seeds.",
         "",
-        "| backbone | synthetic images | held-out synthetic accuracy (step) | "
+        "| backbone | synthetic images | ran on | held-out synthetic accuracy (step) | "
         + " | ".join(f"{s}-shot probe" for s in shots)
         + " | "
         + " | ".join(f"fine-tuned at {n} per class" for n in sizes)
         + " |",
-        "|---|---|---|" + "---|" * (len(shots) + len(sizes)),
+        "|---|---|---|---|" + "---|" * (len(shots) + len(sizes)),
     ]
     for item in sorted(pretrained, key=lambda item: (item["arch"] != "vit", item["n_pretrain"])):
         done = tuned.get((item["arch"], item["n_pretrain"]))
         used = "" if item["used"] else ", not used"
         cells = [mean_std(item["few_shot"][s]) for s in shots]
         cells += [mean_std(done["finetune"][n]["test_acc"]) if done else "not yet" for n in sizes]
-        lines.append(f"| {names[item['arch']]} | {item['n_pretrain']:,} | {item['held_out_acc']:.3f} "
-                     f"({item['best_step']}{used}) | " + " | ".join(cells) + " |")  # fmt: skip
+        held_out = f"{item['held_out_acc']:.3f} ({item['best_step']}{used})"
+        lines.append(f"| {names[item['arch']]} | {item['n_pretrain']:,} | {ran_on(item['runtime'])} | {held_out} | "
+                     + " | ".join(cells) + " |")  # fmt: skip
     if study is None:
         lines += ["", "H1-H3 are tested once every backbone has run (stage synthetic_scale, `metrics/synthetic.json`)."]
         return "\n".join(lines)

@@ -135,14 +135,15 @@ def test_the_synthetic_table_shows_each_backbone_run_so_far_and_the_hypotheses_o
     acc = {"mean": 0.5, "std": 0.01}
     pretrained = [
         {"arch": arch, "n_pretrain": 10000, "few_shot": {"5": acc, "10": acc}, "held_out_acc": 0.9, "best_step": 400,
-         "used": arch == "vit"}
+         "used": arch == "vit", "runtime": "cpu fp32 (AVX2, no native bf16)" if arch == "vit" else "cpu bf16"}
         for arch in ("resnet", "vit")
     ]  # fmt: skip
     finetuned = [{"arch": "vit", "n_pretrain": 10000, "finetune": {"10": {"test_acc": acc}, "75": {"test_acc": acc}}}]
     partial = synthetic_table(pretrained, finetuned, None, 6)
     assert partial.startswith("2 of 6 backbones pretrained, 1 fine-tuned")
     rows = [line for line in partial.splitlines() if line.startswith("| ViT") or line.startswith("| small ResNet")]
-    assert rows[0].startswith("| ViT") and "not yet" not in rows[0]  # the ViT first, fine-tuned
+    assert rows[0].startswith("| ViT | 10,000 | cpu fp32, AVX2 |") and "not yet" not in rows[0]  # the ViT first
+    assert rows[1].startswith("| small ResNet | 10,000 | cpu bf16 |")  # each backbone's machine kind and precision
     assert "(400, not used)" in rows[1] and rows[1].endswith("| not yet | not yet |")
     assert "MET" not in partial and "tested once every backbone has run" in partial
     difference = {"mean": 0.02, "low": -0.01, "high": 0.05}
