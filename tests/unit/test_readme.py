@@ -92,10 +92,11 @@ def replication_margins_under_a_point() -> str:
     return f"{sum(cell['margin']['other'] < 0.01 for cell in cells)} of {len(cells)}"
 
 
-def synthetic_seconds(stage: str):
-    """Issue 38's study's stage times: one stage's, or every item's of a stage (a name ending in @)."""
+def synthetic_seconds(stage: str, purpose: str = "issue38_synthetic"):
+    """Issue 38's study's stage times on one machine (``purpose``: issue38_synthetic, the Sapphire Rapids in bf16;
+    issue38_synthetic_avx2, the AVX2 EPYC in fp32): one stage's, or every item's of a stage (a name ending in @)."""
     runs = committed("repro_time.json")["partial_runs"]
-    seconds = next(run for run in runs if run.get("purpose") == "issue38_synthetic")["stage_seconds"]
+    seconds = next(run for run in runs if run.get("purpose") == purpose)["stage_seconds"]
     return {k: v for k, v in seconds.items() if k.startswith(stage)} if stage.endswith("@") else seconds[stage]
 
 
