@@ -147,9 +147,14 @@ def test_the_synthetic_table_shows_each_backbone_run_so_far_and_the_hypotheses_o
     assert "(400, not used)" in rows[1] and rows[1].endswith("| not yet | not yet |")
     assert "MET" not in partial and "tested once every backbone has run" in partial
     difference = {"mean": 0.02, "low": -0.01, "high": 0.05}
-    study = {"hypotheses": {"H1": {"rule": "slope", "difference": difference, "met": False, "met_under_holm": False}}}
+    slope = difference | {"verdict": "level"}
+    study = {"hypotheses": {"H1": {"rule": "slope", "difference": difference, "met": False, "met_under_holm": False}},
+             "primary_shots": 10, "slopes": {key: {"5": slope, "10": slope} for key in ("vit", "resnet", "vit-resnet")},
+             "finetune_against_cnn": {"vit": {"10000": {"10": slope, "75": slope}}, "resnet": {}}}  # fmt: skip
     tested = synthetic_table(pretrained, finetuned, study, 6)
     assert "| H1 | slope | +0.020 [-0.010, +0.050] | NOT MET | NOT MET |" in tested
+    assert "| ViT - small ResNet | +0.020 [-0.010, +0.050] level | +0.020 [-0.010, +0.050] level |" in tested
+    assert "| ViT | 10,000 | +0.020 [-0.010, +0.050] level | +0.020 [-0.010, +0.050] level |" in tested
 
 
 def test_the_readme_line_on_the_synthetic_study_gives_each_verdict_only_once_the_study_has_run():
@@ -161,5 +166,9 @@ def test_the_readme_line_on_the_synthetic_study_gives_each_verdict_only_once_the
     )
     hypothesis = {"rule": "the slope: MET if the paired 95% interval is above 0", "met": True,
                   "difference": {"mean": 0.05, "low": 0.01, "high": 0.09}}  # fmt: skip
-    line = synthetic_answer({"hypotheses": {"H1": hypothesis}}, 6, 6, sizes)
+    slope = {"mean": 0.01, "low": -0.02, "high": 0.04}
+    slopes = {"vit": {"10": slope}, "resnet": {"10": slope}}
+    study = {"hypotheses": {"H1": hypothesis}, "primary_shots": 10, "slopes": slopes}
+    line = synthetic_answer(study, 6, 6, sizes)
+    assert "moved the ViT's 10-shot probe by +0.010 [-0.020, +0.040] per decade" in line
     assert "10,000 to 1,000,000 fractal images" in line and "H1, the slope: +0.050 [+0.010, +0.090], MET" in line
