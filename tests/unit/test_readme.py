@@ -92,6 +92,9 @@ def replication_margins_under_a_point() -> str:
     return f"{sum(cell['margin']['other'] < 0.01 for cell in cells)} of {len(cells)}"
 
 
+AVX2_STUDY = "issue38_synthetic_avx2"  # the study's last three backbones, after the Sapphire Rapids was lost
+
+
 def synthetic_seconds(stage: str, purpose: str = "issue38_synthetic"):
     """Issue 38's study's stage times on one machine (``purpose``: issue38_synthetic, the Sapphire Rapids in bf16;
     issue38_synthetic_avx2, the AVX2 EPYC in fp32): one stage's, or every item's of a stage (a name ending in @)."""
@@ -206,6 +209,23 @@ QUOTED = [
     ("README.md", "to {:.1f} s and fine-tuning", lambda: max(synthetic_seconds("synthetic_pretrain@").values())),
     ("README.md", "fine-tuning one {:.1f} to", lambda: min(synthetic_seconds("synthetic_finetune@").values())),
     ("README.md", "to {:.1f} s, each stage", lambda: max(synthetic_seconds("synthetic_finetune@").values())),
+    ("README.md", "it rendered them in {:.1f} s", lambda: synthetic_seconds("synthetic_data", AVX2_STUDY)),
+    ("README.md", "backbone in {:.1f} to", lambda: min(synthetic_seconds("synthetic_pretrain@", AVX2_STUDY).values())),
+    (
+        "README.md",
+        "to {:.1f} s and fine-tuned",
+        lambda: max(synthetic_seconds("synthetic_pretrain@", AVX2_STUDY).values()),
+    ),
+    (
+        "README.md",
+        "fine-tuned one in {:.1f} to",
+        lambda: min(synthetic_seconds("synthetic_finetune@", AVX2_STUDY).values()),
+    ),
+    (
+        "README.md",
+        "to {:.1f} s, each stage under half",
+        lambda: max(synthetic_seconds("synthetic_finetune@", AVX2_STUDY).values()),
+    ),
     (RESULTS, "the rerun kept {} of these verdicts", lambda: verdicts_held(RERUN_AGAINST_BEFORE)),
     ("README.md", "the rerun kept {} of the curve's verdicts", lambda: verdicts_held(RERUN_AGAINST_BEFORE)),
     (RESULTS, "this axis kept {} shared verdicts", lambda: verdicts_held(RERUN_AGAINST_BEFORE, "pretraining")),
