@@ -92,6 +92,19 @@ def replication_margins_under_a_point() -> str:
     return f"{sum(cell['margin']['other'] < 0.01 for cell in cells)} of {len(cells)}"
 
 
+def synthetic_verdicts() -> str:
+    """Issue 38's H1-H3 in the README's words: "all NOT MET", "all MET", or each one's verdict."""
+    met = {name: h["met"] for name, h in committed("synthetic.json")["hypotheses"].items()}
+    if len(set(met.values())) == 1:
+        return "all " + ("MET" if next(iter(met.values())) else "NOT MET")
+    return ", ".join(f"{name} {'MET' if ok else 'NOT MET'}" for name, ok in met.items())
+
+
+def figure4_direction() -> str:
+    """H1, Figure 4's direction, as the README's opening states it."""
+    return "appeared" if committed("synthetic.json")["hypotheses"]["H1"]["met"] else "did not appear"
+
+
 AVX2_STUDY = "issue38_synthetic_avx2"  # the study's last three backbones, after the Sapphire Rapids was lost
 
 
@@ -209,6 +222,8 @@ QUOTED = [
     ("README.md", "to {:.1f} s and fine-tuning", lambda: max(synthetic_seconds("synthetic_pretrain@").values())),
     ("README.md", "fine-tuning one {:.1f} to", lambda: min(synthetic_seconds("synthetic_finetune@").values())),
     ("README.md", "to {:.1f} s, each stage", lambda: max(synthetic_seconds("synthetic_finetune@").values())),
+    ("README.md", "It has run in full: H1-H3 are {}", synthetic_verdicts),
+    ("README.md", "Figure 4's direction {} at this scale", figure4_direction),
     ("README.md", "it rendered them in {:.1f} s", lambda: synthetic_seconds("synthetic_data", AVX2_STUDY)),
     ("README.md", "backbone in {:.1f} to", lambda: min(synthetic_seconds("synthetic_pretrain@", AVX2_STUDY).values())),
     (
