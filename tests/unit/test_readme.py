@@ -223,6 +223,7 @@ QUOTED = [
     ("README.md", "fine-tuning one {:.1f} to", lambda: min(synthetic_seconds("synthetic_finetune@").values())),
     ("README.md", "to {:.1f} s, each stage", lambda: max(synthetic_seconds("synthetic_finetune@").values())),
     ("README.md", "It has run in full: H1-H3 are {}", synthetic_verdicts),
+    ("docs/synthetic.md", "The study has run in full, and H1-H3 are {} (", synthetic_verdicts),
     ("README.md", "Figure 4's direction {} at this scale", figure4_direction),
     ("README.md", "it rendered them in {:.1f} s", lambda: synthetic_seconds("synthetic_data", AVX2_STUDY)),
     ("README.md", "backbone in {:.1f} to", lambda: min(synthetic_seconds("synthetic_pretrain@", AVX2_STUDY).values())),
