@@ -5,6 +5,9 @@ its full rerun of the committed pipeline, each across as many working sessions a
     python benchmarks/precision_change.py metrics/replication > metrics/replication/comparison.json
     python benchmarks/replication.py --rerun --work ../rerun   # hours: every stage of this commit's dvc.yaml
     python benchmarks/replication.py --work ../replication --only backbone ... evaluate   # see ONLY below
+    python benchmarks/replication.py --cross-kind --work ../rerun_cpu   # the sweeps another CPU kind ran, here
+    python benchmarks/precision_change.py metrics/rerun_cpu/progress/metrics/data_hunger \
+        > metrics/rerun_cpu/comparison.json
 
 With ``--rerun`` nothing in ``params.yaml`` changes, every stage runs (one ``dvc repro`` a stage, in ``RERUN_ORDER``:
 the stages that read the prepared data alone first, cheapest first, so that what a session finishes survives it;
@@ -28,7 +31,12 @@ files its finished stages wrote to git-tracked folders (``metrics/``, ``plots/``
 ``metrics/replication/progress/`` (``metrics/rerun/progress/``), to be committed; a new worktree starts from them,
 and ``dvc repro`` reruns only what they do not hold (the models, kept in the DVC cache alone, are retrained:
 byte-equal on the same CPU kind and precision, so the stages after them stay done; on another, those stages run
-again). A worktree left at an older commit is reused only where that commit's pipeline (``pipeline/``,
+again). With ``--cross-kind`` nothing in ``params.yaml`` changes either: the curve's sweeps whose committed point
+files ran on another CPU kind or in another precision than this machine's (``other_kind_sweeps``) run again here,
+forced (``dvc repro --force --single-item``: the committed ``dvc.lock`` holds them as done), cheapest first, the
+progress in ``metrics/rerun_cpu/progress/``: the same seeds, subsets and code on another machine, so whether issue
+37's choices (learning rates on three seeds, 1,500 validation images) survive the last bits a CPU kind moves.
+A worktree left at an older commit is reused only where that commit's pipeline (``pipeline/``,
 ``dvc.yaml``, ``params.yaml``) is this one's."""
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -71,12 +80,16 @@ class Run(NamedTuple):
     changes: dict
     targets: tuple
     progress: Path
+    force: bool = False  # rerun stages that dvc.lock holds as done (a rerun of the same code and params)
 
 
 # The replication's: the rerun's order less the stages that neither data_hunger nor evaluate reads.
 NOT_COMPARED = ("ablation", "masked_patch_pool", "collapse", "masked_patch_long", "analysis", "pretrain_scale")
 REPLICATION = Run(SEEDS, (*(t for t in RERUN_ORDER if t.split("@")[0] not in NOT_COMPARED), *TARGETS), PROGRESS)
 RERUN = Run({}, (*RERUN_ORDER, None), REPO / "metrics" / "rerun" / "progress")
+CROSS_KIND_PROGRESS = REPO / "metrics" / "rerun_cpu" / "progress"
+COMMITTED_POINTS = REPO / "metrics" / "data_hunger"
+SWEPT = ("scratch", "cnn", "pretrained")  # the sweeps whose arms choose a learning rate (pretrained: finetune's)
 SAVED = ("dvc.lock", "metrics", "plots")  # what a stopped run leaves that git can keep
 PIPELINE = ("pipeline", "dvc.yaml", "params.yaml")  # a worktree of another commit is reused only if these agree
 # ONLY (--only): git keeps no model, and a new machine has no DVC cache, so a `dvc repro` there trains every
@@ -85,6 +98,36 @@ PIPELINE = ("pipeline", "dvc.yaml", "params.yaml")  # a worktree of another comm
 # upstream stage is looked at); data_hunger reads point files alone and may run in a later session, but evaluate
 # reads the backbones and data_hunger.json, so it runs in the session that holds both. --single-item trusts the
 # order given, so data_hunger and evaluate refuse to run while a stage they read has another run's seeds.
+
+
+def run_kind(runtime: str) -> str:
+    """A point file's ``runtime`` line less the bf16 step probe's ratio, which varies between runs on one CPU kind:
+    ``cpu bf16 (AVX512, native bf16: avx512_bf16 (step 1.73x))`` -> ``cpu bf16 (AVX512, native bf16: avx512_bf16)``."""
+    return re.sub(r" \(step [0-9.]+x\)", "", runtime)
+
+
+def other_kind_sweeps(this_runtime: str, points: Path = COMMITTED_POINTS) -> tuple[str, ...]:
+    """The committed curve's sweep stages, in the rerun's order, whose point file ran in another precision or on
+    another CPU kind than ``this_runtime`` (``Runtime.describe()`` of this machine): what a rerun here tests."""
+    chosen = []
+    for target in RERUN_ORDER:
+        sweep, _, point = target.partition("@")
+        arm = sweep.removeprefix("sweep_")
+        if not sweep.startswith("sweep_") or arm not in SWEPT:
+            continue
+        committed = json.loads((points / f"{'finetune' if arm == 'pretrained' else arm}_{point}.json").read_text())
+        if run_kind(committed["runtime"]) != run_kind(this_runtime):
+            chosen.append(target)
+    return tuple(chosen)
+
+
+def this_runtime() -> str:
+    """This machine's ``Runtime.describe()`` under the committed ``params.yaml``: what a stage run here records."""
+    sys.path.insert(0, str(REPO))
+    from pipeline.core.params_yaml import load_params
+    from pipeline.train.runtime import resolve_runtime
+
+    return resolve_runtime(load_params(REPO / "params.yaml").runtime).describe()
 
 
 def git(*args: str, cwd: Path = REPO) -> str:
@@ -170,11 +213,12 @@ def record_time(times: Path, commit: str, target: str | None, seconds: float, ok
     times.write_text(json.dumps(entries, indent=1) + "\n")
 
 
-def dvc_repro(work: Path, target: str | None, single_item: bool = False) -> bool:
+def dvc_repro(work: Path, target: str | None, single_item: bool = False, force: bool = False) -> bool:
     """Runs ``dvc repro [target]`` in ``work`` (with ``--single-item``: that stage alone, its upstream stages taken
     as they are), its output passed on line by line; whether it ran a stage (a resumed run's call that finds its
     stages done runs none). Raises ``CalledProcessError`` as ``subprocess.run`` does."""
-    command = ["dvc", "repro", *(["--single-item"] if single_item else []), *([target] if target else [])]
+    options = [*(["--force"] if force else []), *(["--single-item"] if single_item else [])]
+    command = ["dvc", "repro", *options, *([target] if target else [])]
     ran = False
     with subprocess.Popen(command, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as dvc:
         for line in dvc.stdout:
@@ -191,14 +235,26 @@ def reproduce(work: Path, commit: str, run: Run, only: tuple[str, ...] = ()) -> 
     for target in only or run.targets:
         if only and target in TARGETS and (stale := stale_stages(work, run)):
             sys.exit(f"--only {target}: {', '.join(stale)} not yet run with the run's seeds; run them first")
+        force = run.force and target.startswith("sweep_")
+        if force and (saved := rerun_saved(target, run.progress)):
+            print(f"{target}: done in an earlier session ({saved.relative_to(REPO)}), not run again")
+            continue
         started, ok, ran = time.monotonic(), False, True  # a call stopped midway is counted as one that ran
         try:
-            ran = dvc_repro(work, target, single_item=bool(only))
+            ran = dvc_repro(work, target, single_item=bool(only) or run.force, force=force)
             ok = True
         finally:
             saved = save_progress(work, run.progress)
             record_time(run.progress.parent / "times.json", commit, target, time.monotonic() - started, ok, ran)
             print(f"{len(saved)} files saved in {run.progress.relative_to(REPO)}: commit them to keep them")
+
+
+def rerun_saved(target: str, progress: Path) -> Path | None:
+    """The point file a forced sweep ``target`` (``sweep_<arm>@<point>``) left in the saved progress, if any: a
+    resumed ``--cross-kind`` run does not force it again."""
+    arm, _, point = target.removeprefix("sweep_").partition("@")
+    path = progress / "metrics" / "data_hunger" / f"{'finetune' if arm == 'pretrained' else arm}_{point}.json"
+    return path if path.is_file() else None
 
 
 def collect(work: Path, commit: str) -> Path:
@@ -233,11 +289,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, required=True, help="the worktree to run in (kept, so a run resumes)")
     parser.add_argument("--rerun", action="store_true", help="the committed pipeline again, every stage, same seeds")
+    cross_kind_help = "the curve's sweeps that another CPU kind or precision ran, again here (same seeds)"
+    parser.add_argument("--cross-kind", action="store_true", help=cross_kind_help)
     parser.add_argument("--collect-only", action="store_true", help="copy a finished run's files, run nothing")
     only_help = "these stages alone, in order, each by dvc repro --single-item (no backbone retrained)"
     parser.add_argument("--only", nargs="+", default=(), metavar="STAGE", help=only_help)
     args = parser.parse_args()
+    if args.rerun and args.cross_kind:
+        parser.error("--rerun runs every stage and --cross-kind some sweeps again: give one of them")
     run = RERUN if args.rerun else REPLICATION
+    if args.cross_kind:
+        runtime = this_runtime()
+        run = Run({}, ("download", "prepare", *other_kind_sweeps(runtime)), CROSS_KIND_PROGRESS, force=True)
+        print(f"this machine runs {runtime}; the sweeps to run again here: {', '.join(run.targets[2:]) or 'none'}")
     known = ("download", *(target for target in run.targets if target))  # a new worktree's --only starts there
     if unknown := [stage for stage in args.only if stage not in known]:
         parser.error(f"--only: {', '.join(unknown)} not among the run's stages ({', '.join(known)})")
@@ -247,7 +311,10 @@ def main() -> None:
     commit = prepare_worktree(work, run)
     if not args.collect_only:
         reproduce(work, commit, run, tuple(args.only))
-    if args.only and not set(TARGETS) <= set(args.only) or args.rerun and args.only:
+    if args.cross_kind:
+        points = (run.progress / "metrics" / "data_hunger").relative_to(REPO)
+        print(f"compare: python benchmarks/precision_change.py {points} > metrics/rerun_cpu/comparison.json")
+    elif args.only and not set(TARGETS) <= set(args.only) or args.rerun and args.only:
         print(f"--only ran {', '.join(args.only)}; the run's files are collected once its last stages have run")
     elif args.rerun:
         adopted = restore_progress(REPO, run.progress)

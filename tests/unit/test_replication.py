@@ -131,7 +131,7 @@ def test_a_call_says_whether_dvc_ran_a_stage(replication, tmp_path, monkeypatch,
 def test_only_runs_the_named_stages_each_alone_in_the_order_given(replication, tmp_path, monkeypatch):
     """--only: a session that must not retrain the backbones runs the stages it names by dvc repro --single-item."""
     calls = []
-    monkeypatch.setattr(replication, "dvc_repro", lambda work, target, single_item=False: calls.append(
+    monkeypatch.setattr(replication, "dvc_repro", lambda work, target, single_item=False, force=False: calls.append(
         (target, single_item)) or True)  # fmt: skip
     monkeypatch.setattr(replication, "save_progress", lambda work, progress: [])
     run = replication.Run({}, ("sweep_cnn@0", "data_hunger"), tmp_path / "progress")
@@ -187,8 +187,101 @@ def test_data_hunger_and_evaluate_wait_for_every_stage_to_have_the_runs_seeds(re
     (tmp_path / "dvc.lock").write_text(yaml.safe_dump(lock))
     assert replication.stale_stages(tmp_path, run) == ["sweep_cnn@1", "backbone"]
     calls = []
-    monkeypatch.setattr(replication, "dvc_repro", lambda work, target, single_item=False: calls.append(target))
+    monkeypatch.setattr(replication, "dvc_repro", lambda work, target, single_item=False, force=False: calls.append(
+        target))  # fmt: skip
     with pytest.raises(SystemExit, match=r"--only data_hunger: sweep_cnn@1, backbone not yet run with the run's"):
         replication.reproduce(tmp_path, "abc1234", run, ("data_hunger",))
     assert calls == []
     assert replication.stale_stages(tmp_path, replication.RERUN) == []  # the rerun keeps the committed seeds
+
+
+ZEN4 = "cpu bf16 (AVX512, native bf16: avx512_bf16 (step 1.73x))"
+AVX2 = "cpu fp32 (AVX2, no native bf16)"
+
+
+def test_a_runs_kind_is_its_runtime_less_the_step_probes_ratio(replication):
+    assert replication.run_kind(ZEN4) == "cpu bf16 (AVX512, native bf16: avx512_bf16)"
+    assert replication.run_kind(ZEN4.replace("1.73", "1.5")) == replication.run_kind(ZEN4)
+    assert replication.run_kind(AVX2) == AVX2
+
+
+def write_points(folder: Path, runtimes: dict[str, str]) -> None:
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, runtime in runtimes.items():
+        (folder / f"{name}.json").write_text(json.dumps({"runtime": runtime}))
+
+
+def test_the_cross_kind_rerun_runs_the_sweeps_another_kind_or_precision_ran(replication, tmp_path):
+    """The committed run's point files name where each cell ran: here, the small ResNet and the ViT from scratch
+    up to 250 per class on a Zen 4 in bf16, the rest in fp32 on an AVX2 EPYC."""
+    runtimes = {f"{arm}_{point}": ZEN4 if arm == "cnn" or arm == "scratch" and point < 4 else AVX2
+                for arm in ("scratch", "cnn", "finetune") for point in range(5)}  # fmt: skip
+    write_points(tmp_path, runtimes)
+    on_avx2 = replication.other_kind_sweeps(AVX2, tmp_path)
+    assert on_avx2 == ("sweep_scratch@0", "sweep_cnn@0", "sweep_scratch@1", "sweep_cnn@1", "sweep_cnn@2",
+                       "sweep_scratch@2", "sweep_cnn@3", "sweep_scratch@3", "sweep_cnn@4")  # fmt: skip
+    on_another_zen4 = replication.other_kind_sweeps(ZEN4.replace("1.73", "1.61"), tmp_path)
+    assert set(on_another_zen4) == {"sweep_scratch@4", *(f"sweep_pretrained@{point}" for point in range(5))}
+    assert replication.other_kind_sweeps(AVX2.replace("fp32", "bf16"), tmp_path) == tuple(
+        t for t in replication.RERUN_ORDER if t.split("@")[0] in ("sweep_scratch", "sweep_cnn", "sweep_pretrained")
+    )
+
+
+def test_the_cross_kind_rerun_reads_this_machines_real_runtime(replication):
+    """Not a patched detection: this machine's line as a stage would record it, and the committed cells that ran
+    on its kind are the ones left out."""
+    import json
+
+    runtime = replication.this_runtime()
+    assert runtime.startswith(("cpu fp32", "cpu bf16", "cuda", "mps")), runtime
+    chosen = set(replication.other_kind_sweeps(runtime))
+    for path in sorted((ROOT / "metrics" / "data_hunger").glob("*_*.json")):
+        arm, point = path.stem.split("_")
+        if arm not in ("scratch", "cnn", "finetune"):
+            continue
+        sweep = f"sweep_{'pretrained' if arm == 'finetune' else arm}@{point}"
+        same_kind = replication.run_kind(json.loads(path.read_text())["runtime"]) == replication.run_kind(runtime)
+        assert (sweep in chosen) is not same_kind, sweep
+
+
+def test_a_cross_kind_rerun_forces_its_sweeps_alone_and_skips_those_an_earlier_session_saved(
+        replication, tmp_path, monkeypatch):  # fmt: skip
+    calls = []
+    monkeypatch.setattr(replication, "dvc_repro", lambda work, target, single_item=False, force=False: calls.append(
+        (target, single_item, force)) or True)  # fmt: skip
+    monkeypatch.setattr(replication, "save_progress", lambda work, progress: [])
+    monkeypatch.setattr(replication, "REPO", tmp_path)
+    progress = tmp_path / "progress"
+    write_points(progress / "metrics" / "data_hunger", {"scratch_0": AVX2, "finetune_1": AVX2})
+    targets = ("download", "prepare", "sweep_scratch@0", "sweep_cnn@0", "sweep_pretrained@1", "sweep_pretrained@2")
+    replication.reproduce(tmp_path, "abc1234", replication.Run({}, targets, progress, force=True))
+    assert calls == [("download", True, False), ("prepare", True, False), ("sweep_cnn@0", True, True),
+                     ("sweep_pretrained@2", True, True)]  # fmt: skip
+
+
+def test_a_forced_call_passes_force_to_dvc(replication, tmp_path, monkeypatch, capsys):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "dvc").write_text('#!/bin/sh\necho "$@"\n')
+    (bin_dir / "dvc").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    replication.dvc_repro(tmp_path, "sweep_cnn@0", single_item=True, force=True)
+    replication.dvc_repro(tmp_path, "prepare")
+    assert capsys.readouterr().out == "repro --force --single-item sweep_cnn@0\nrepro prepare\n"
+
+
+def test_the_cross_kind_rerun_neither_collects_nor_adopts_and_says_how_to_compare(replication, monkeypatch, capsys):
+    monkeypatch.setattr(replication, "this_runtime", lambda: AVX2)
+    run_main(replication, monkeypatch, "--cross-kind")
+    out = capsys.readouterr().out
+    assert "the sweeps to run again here: sweep_" in out
+    assert "python benchmarks/precision_change.py metrics/rerun_cpu/progress/metrics/data_hunger" in out
+
+
+def test_rerun_and_cross_kind_together_are_refused(replication, monkeypatch, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        run_main(replication, monkeypatch, "--rerun", "--cross-kind")
+    assert stopped.value.code == 2
+    assert "give one of them" in capsys.readouterr().err
