@@ -13,6 +13,18 @@ many scores earlier). It reports whether the choice (the sweeps' rule on validat
 changes, and the chosen run's validation score, steps and test accuracy under each floor. The test set chooses
 nothing: it is scored once per floor, for the chosen run only, to say whether the floor moves the reported number.
 Both floors run here, so a difference is the floor's, not the machine's.
+
+    python benchmarks/floor_check.py --trend accuracy --reference DIR [--arms scratch] --out metrics/floor_rule.json
+
+tests a candidate rule instead, written down with its adoption rule before this ran (docs/results.md, "Runs that
+end at the floor"): the plateau's windows compare the validation accuracy, not the loss
+(``data_hunger.plateau_score: accuracy``). For every floor cell of the arms named, the choice seeds train at every
+learning rate of the grid under the candidate, chosen as the sweeps choose (``protocol.choose_on_validation``,
+pruning included); the test set is never scored. DIR holds the committed rule's point files from this machine (the
+cross-kind rerun's, ``metrics/rerun_cpu/progress/metrics/data_hunger``), so both rules' numbers come from one CPU
+kind and precision. Per cell it reports the chosen rate, its mean validation accuracy and its runs at the floor
+under each rule, and whether the candidate passes: none of its chosen runs at the floor, and its chosen mean
+validation accuracy no more than one standard error of a difference of two accuracies below the committed rule's.
 """
 
 from __future__ import annotations
@@ -20,9 +32,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 from pathlib import Path
 
-from pipeline.arms.protocol import Curve, choose_lr
+from pipeline.arms.protocol import Choice, Curve, accuracy_se, choose_lr, choose_on_validation
 from pipeline.core.arm_registry import TRAINED, arm_module
 from pipeline.core.files import read_json, write_text
 from pipeline.core.params_yaml import load_params
@@ -83,15 +96,99 @@ def summary(cells: list[dict]) -> dict:
     }  # fmt: skip
 
 
+def candidate_choice(module, curve: Curve, data, seeds: list[int], lrs: list[float]) -> dict:
+    """The choice seeds at every learning rate under ``curve``'s rule, chosen as the sweeps choose; validation
+    only. Each run's record, the chosen rate, its mean validation score and its runs at the floor."""
+    cfg = curve.config
+    window = cfg.plateau_window
+
+    def run(seed: int, lr: float) -> tuple[dict, None]:
+        result = module.run_seed(curve, data, seed, lr)
+        result.pop("score")  # the test set: never scored here
+        return result, None
+
+    choice = Choice(cfg.choice_seeds, cfg.prune_z, len(data.val))
+    trained, means, dropped, chosen = choose_on_validation(run, lrs, seeds[: cfg.choice_seeds], choice)
+
+    def record(result: dict) -> dict:
+        return {k: result[k] for k in KEPT if k in result} | {"at_floor": stopped_at_floor(result, window)}
+
+    trials = {f"{lr:g}": means[lr] | {"pruned": lr in dropped,
+                                      "seeds": {str(seed): record(result) for seed, (result, _) in
+                                                zip(seeds, trained[lr], strict=False)}}
+              for lr in lrs}  # fmt: skip
+    return {"trend": cfg.plateau_score, "lr": chosen, "val_acc": means[chosen]["val_acc"], "trials": trials,
+            "at_floor": sum(r["at_floor"] for r in trials[f"{chosen:g}"]["seeds"].values()),
+            "steps": [r["steps"] for r in trials[f"{chosen:g}"]["seeds"].values()]}  # fmt: skip
+
+
+def reference_choice(point: dict, window: int, choice_seeds: list[int]) -> dict:
+    """The committed rule's choice in a point file: its rate, mean validation accuracy over the choice seeds, and
+    the choice seeds' kept runs at the floor and their steps."""
+    kept = [point["runs"][str(seed)] for seed in choice_seeds]
+    return {"trend": "loss", "lr": point["lr"], "val_acc": point["lr_trials"][f"{point['lr']:g}"]["val_acc"],
+            "at_floor": sum(stopped_at_floor(run, window) for run in kept), "steps": [run["steps"] for run in kept],
+            "runtime": point["runtime"]}  # fmt: skip
+
+
+def rule_cell(params, runtime, arm: str, n: str, reference: Path) -> dict:
+    """One floor cell under the candidate trend (``data_hunger.plateau_score: accuracy``) against the committed
+    rule's point file in ``reference``; whether the candidate passes there."""
+    config = dataclasses.replace(params.data_hunger, plateau_score="accuracy")
+    curve = Curve(params.preset, params.model_name, params.backbone_model_name, params.backbone_source,
+                  config, params.evaluate.batch_size, runtime, params.backbone_count)  # fmt: skip
+    point = params.data_hunger.offline_sizes.index(int(n))
+    module = arm_module(arm)
+    data = module.point_data(curve, point)
+    candidate = candidate_choice(module, curve, data, params.seeds, getattr(config, arm).lrs)
+    committed = reference_choice(read_json(reference / f"{arm}_{point}.json"), config.plateau_window,
+                                 params.seeds[: config.choice_seeds])  # fmt: skip
+    allowance = math.sqrt(2) * accuracy_se(committed["val_acc"], len(data.val))
+    return {
+        "arm": arm, "n_train_per_class": int(n), "point": point, "committed": committed, "candidate": candidate,
+        "allowance": allowance, "floor_free": candidate["at_floor"] == 0,
+        "no_worse": candidate["val_acc"] >= committed["val_acc"] - allowance,
+        "passes": candidate["at_floor"] == 0 and candidate["val_acc"] >= committed["val_acc"] - allowance,
+    }  # fmt: skip
+
+
+def rule_document(runtime, reference: Path, cells: list[dict], unchecked: list[tuple[str, str]]) -> dict:
+    """The candidate rule's check: every cell, and whether it may be adopted (every floor cell checked and
+    passed) or the check is incomplete."""
+    passed = all(cell["passes"] for cell in cells)
+    return {
+        "runtime": runtime.describe(), "reference": str(reference), "cells": cells,
+        "unchecked": [{"arm": arm, "n_train_per_class": int(n)} for arm, n in unchecked],
+        "passed": sum(cell["passes"] for cell in cells), "of": len(cells),
+        "verdict": "adopt" if passed and not unchecked and cells else "incomplete" if passed else "keep loss",
+    }  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--window", type=int, default=5, help="the lower floor's windows, in scores (default 5)")
+    parser.add_argument("--trend", choices=("accuracy",), help="check the candidate rule instead (see above)")
+    parser.add_argument("--reference", type=Path, help="--trend: the committed rule's point files from this machine")
+    parser.add_argument("--arms", nargs="+", choices=TRAINED, default=TRAINED, help="--trend: the arms to check")
     parser.add_argument("--out", type=Path, help="rewritten after every cell (default: printed at the end)")
     args = parser.parse_args()
+    if args.trend and not args.reference:
+        parser.error("--trend needs --reference: the committed rule's point files from this machine")
     params = load_params()
     runtime = resolve_runtime(params.runtime)
     cells = floor_cells(read_json(Path("metrics/data_hunger.json")))
     results = []
+    if args.trend:
+        checked = [(arm, n) for arm, n in cells if arm in args.arms]
+        unchecked = [(arm, n) for arm, n in cells if arm not in args.arms]
+        for arm, n in checked:
+            results.append(rule_cell(params, runtime, arm, n, args.reference))
+            if args.out:
+                write_text(args.out, json.dumps(rule_document(runtime, args.reference, results, unchecked), indent=1)
+                           + "\n")  # fmt: skip
+        if not args.out:
+            print(json.dumps(rule_document(runtime, args.reference, results, unchecked), indent=1))
+        return
 
     def document() -> str:
         return json.dumps({

@@ -105,7 +105,7 @@ def fit_seed(
         model, train_set.images, train_set.labels, recipe, runtime, generator,
         val=(data.val.images, data.val.labels),
         stopping=Stopping(eval_every, cfg.patience, score_at_start=True, cooldown_fraction=cfg.cooldown_fraction,
-                          window=cfg.plateau_window),
+                          window=cfg.plateau_window, trend=cfg.plateau_score),
         prepare=data.prepare,
         recording=Recording(eval_batch_size=curve.eval_batch_size, description=f"{arm} seed {seed} lr {lr:g}"),
     )  # fmt: skip
@@ -257,6 +257,21 @@ def trial(record: dict, results: list[tuple[dict, object]], seeds: list[int], ch
     return record | {"seeds": {str(seed): score for seed, score in zip(seeds, scores, strict=False)}, "pruned": dropped}
 
 
+def choose_on_validation(run, lrs: list, choosing: list[int], choice: Choice) -> tuple[dict, dict, set, object]:
+    """The choice half of :func:`seed_protocol`, which never touches the test set: every learning rate on the
+    first of the ``choosing`` seeds, the further ones less the candidates the first seed's scores prune, the best
+    mean validation score chosen. Returns each candidate's ``run`` results, its mean score, the pruned
+    candidates and the chosen one."""
+    first = {lr: run(choosing[0], lr) for lr in lrs}
+    # pruning spares a candidate its further choice seeds: with one, there are none to spare
+    prune_z = choice.prune_z if len(choosing) > 1 else 0.0
+    dropped = pruned({lr: result for lr, (result, _) in first.items()}, choice.n_val, prune_z)
+    trained = {lr: [first[lr]] + ([] if lr in dropped else [run(seed, lr) for seed in choosing[1:]]) for lr in lrs}
+    means = {lr: mean_score([r for r, _ in trained[lr]]) for lr in lrs}
+    chosen = choose_lr([(means[lr], lr) for lr in lrs if lr not in dropped])[1]
+    return trained, means, dropped, chosen
+
+
 def seed_protocol(
     run, lrs: list[float | None], seeds: list[int], choice: Choice = Choice()
 ) -> tuple[dict[int, dict], dict[str, dict]]:
@@ -270,13 +285,7 @@ def seed_protocol(
     Returns the kept runs by seed and, per learning rate, its mean validation score over the seeds it trained on,
     each seed's score and whether it was pruned."""
     choosing, others = seeds[: choice.seeds], seeds[choice.seeds :]
-    first = {lr: run(choosing[0], lr) for lr in lrs}
-    # pruning spares a candidate its further choice seeds: with one, there are none to spare
-    prune_z = choice.prune_z if len(choosing) > 1 else 0.0
-    dropped = pruned({lr: result for lr, (result, _) in first.items()}, choice.n_val, prune_z)
-    trained = {lr: [first[lr]] + ([] if lr in dropped else [run(seed, lr) for seed in choosing[1:]]) for lr in lrs}
-    means = {lr: mean_score([r for r, _ in trained[lr]]) for lr in lrs}
-    chosen = choose_lr([(means[lr], lr) for lr in lrs if lr not in dropped])[1]
+    trained, means, dropped, chosen = choose_on_validation(run, lrs, choosing, choice)
     runs = {seed: keep_run(*pair) for seed, pair in zip(choosing, trained[chosen], strict=True)}
     for seed in others:
         runs[seed] = keep_run(*run(seed, chosen))

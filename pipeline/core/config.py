@@ -161,6 +161,7 @@ class _DataHungerShared:
     scores: int  # validation scores per run, evenly spaced over the budget, besides step 0's
     patience: int  # validation scores without a better one before a run stops (plateau: before its cooldown)
     plateau_window: int  # plateau schedule: scores in each of the two windows whose means its rule compares
+    plateau_score: Literal["loss", "accuracy"]  # plateau schedule: the validation score those windows compare
     cap_factor: int  # plateau schedule: a run may train up to this many budgets before it must stop
     cooldown_fraction: float  # plateau schedule: the decay's length, as a fraction of the steps before it
     probe_regs: list[float]  # the few-shot probe's ridge grid, times the mean eigenvalue of X^T X

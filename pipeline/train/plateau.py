@@ -24,7 +24,10 @@ class Stopping:
     accuracy, or the same accuracy at a lower validation loss (:func:`better_score`). Under the ``plateau``
     schedule, a levelled-off validation loss (over two windows of ``patience`` scores) begins the
     :class:`Cooldown` instead, and the run stops when it ends (still keeping the best-scored weights, before or
-    during the decay)."""
+    during the decay). With ``trend="accuracy"`` the windows compare the validation accuracy instead (levelled
+    off: the last window's mean no higher than the one before): the selection score, which at 10 and 25 images
+    per class still rises while the loss already climbs with overconfidence (docs/results.md, "Runs that end at
+    the floor")."""
 
     eval_every: int
     patience: int
@@ -32,6 +35,7 @@ class Stopping:
     cooldown_fraction: float = 0.2  # the plateau schedule's decay, as a fraction of the steps before it
     # the plateau schedule's windows, in scores (default: patience); its cooldown begins after two at the earliest
     window: int | None = None
+    trend: str = "loss"  # loss | accuracy: the validation score whose levelling off begins the plateau's cooldown
 
 
 def better_score(record: dict, best: dict) -> bool:
@@ -64,7 +68,8 @@ def train_until_plateau(
     best: dict = {}
     best_state: dict[str, torch.Tensor] = {}
     cooldown = Cooldown(stopping.cooldown_fraction) if recipe.schedule == "plateau" else None
-    losses: list[float] = []
+    # the trend's scores, oriented so that a rise is a worse score: the loss, or the accuracy negated
+    trend: list[float] = []
 
     def keep_best(record: dict) -> bool:
         # under torchrun, rank 0's score decides for every rank (batch-norm statistics differ per shard), so
@@ -83,10 +88,10 @@ def train_until_plateau(
             best_state.update({k: v.detach().clone() for k, v in model.state_dict().items()})
         if cooldown is None:
             return record["step"] - best["step"] >= stopping.patience * stopping.eval_every
-        losses.append(record["val_loss"])
+        trend.append(record["val_loss"] if stopping.trend == "loss" else -record["val_acc"])
         window = stopping.window or stopping.patience
-        recent, before = sum(losses[-window:]), sum(losses[-2 * window : -window])
-        if cooldown.start is None and len(losses) >= 2 * window and recent >= before:
+        recent, before = sum(trend[-window:]), sum(trend[-2 * window : -window])
+        if cooldown.start is None and len(trend) >= 2 * window and recent >= before:
             cooldown.begin(record["step"], stopping.eval_every)
         return cooldown.over(record["step"])
 

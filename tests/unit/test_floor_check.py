@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import floor_check  # noqa: E402
 
@@ -31,3 +33,54 @@ def test_the_summary_counts_choices_held_and_what_the_lower_floor_did_to_each_ru
     ]  # fmt: skip
     assert floor_check.summary(cells) == {"choice_holds": 1, "of": 2, "runs": 3, "val_acc_lower": 1,
                                           "val_acc_higher": 1, "at_floor": {"committed": 2, "lower": 2}}  # fmt: skip
+
+
+def scored_run(val_acc: float, decay_step: int, steps: int = 40) -> dict:
+    """A plateau run's record: scored every 10 steps from step 0, its cooldown begun at ``decay_step``."""
+    curve = [{"step": step, "val_loss": 1.0, "val_acc": val_acc} for step in range(0, steps + 1, 10)]
+    return {"val_acc": val_acc, "val_loss": 1.0, "best_step": 10, "steps": steps, "decay_step": decay_step,
+            "stopped_at_cap": False, "curve": curve}  # fmt: skip
+
+
+def test_the_candidate_rule_chooses_as_the_sweeps_do_and_never_scores_the_test_set():
+    """Window 1: the floor is the second score (step 10). The better rate's runs end past it; the pruned one's
+    first run at it. The test set is not scored (``score`` would fail the test)."""
+    from types import SimpleNamespace
+
+    def run_seed(curve, data, seed, lr):
+        accuracy = {0.001: 0.60, 0.01: 0.40}[lr] + 0.001 * seed
+        return scored_run(accuracy, decay_step=10 if lr == 0.01 else 30) | {"score": lambda: pytest.fail("tested")}
+
+    config = SimpleNamespace(plateau_window=1, plateau_score="accuracy", choice_seeds=3, prune_z=3.0)
+    curve = SimpleNamespace(config=config)
+    data = SimpleNamespace(val=[0] * 1500)
+    result = floor_check.candidate_choice(SimpleNamespace(run_seed=run_seed), curve, data, [0, 1, 2, 3, 4],
+                                          [0.001, 0.01])  # fmt: skip
+    assert (result["lr"], result["at_floor"], result["steps"]) == (0.001, 0, [40, 40, 40])
+    assert result["val_acc"] == pytest.approx(0.601)
+    assert sorted(result["trials"]["0.001"]["seeds"]) == ["0", "1", "2"]
+    assert result["trials"]["0.01"]["pruned"] and list(result["trials"]["0.01"]["seeds"]) == ["0"]
+    assert result["trials"]["0.01"]["seeds"]["0"]["at_floor"]
+
+
+def test_the_committed_rules_choice_is_read_from_its_point_file():
+    point = {"lr": 0.001, "runtime": "cpu fp32 (AVX2, no native bf16)",
+             "lr_trials": {"0.001": {"val_acc": 0.52}, "0.0003": {"val_acc": 0.49}},
+             "runs": {str(seed): scored_run(0.5, decay_step=10 if seed < 2 else 20) for seed in range(5)}}  # fmt: skip
+    committed = floor_check.reference_choice(point, window=1, choice_seeds=[0, 1, 2])
+    assert (committed["lr"], committed["val_acc"], committed["at_floor"]) == (0.001, 0.52, 2)
+
+
+@pytest.mark.parametrize(("passes", "unchecked", "verdict"), [
+    ([True, True], [], "adopt"),
+    ([True, True], [("finetune", "10")], "incomplete"),
+    ([True, False], [("finetune", "10")], "keep loss"),
+    ([], [("finetune", "10")], "incomplete"),
+])  # fmt: skip
+def test_the_candidate_is_adopted_only_where_every_floor_cell_was_checked_and_passed(passes, unchecked, verdict):
+    from types import SimpleNamespace
+
+    runtime = SimpleNamespace(describe=lambda: "cpu fp32 (AVX2, no native bf16)")
+    cells = [{"passes": ok} for ok in passes]
+    document = floor_check.rule_document(runtime, Path("ref"), cells, unchecked)
+    assert (document["verdict"], document["passed"], document["of"]) == (verdict, sum(passes), len(passes))

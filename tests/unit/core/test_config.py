@@ -82,6 +82,7 @@ def test_config_has_no_defaults_of_its_own():
         ("data_hunger.patience", 0, "at least 1"),
         ("data_hunger.plateau_window", 0, "must be at least 1 and at most half of data_hunger.scores (40)"),
         ("data_hunger.plateau_window", 21, "at most half of data_hunger.scores (40), got 21"),
+        ("data_hunger.plateau_score", "auc", "loss, accuracy"),
         ("seeds", [-1], "must be seeds from 0 to 4294967295"),
         ("seeds", [4294967296], "must be seeds from 0 to 4294967295"),
         ("backbone.seed", -3, "must be seeds from 0 to 4294967295"),

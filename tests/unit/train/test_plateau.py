@@ -10,6 +10,7 @@ import torch
 from helpers import CPU
 from torch import nn
 
+from pipeline.train import plateau
 from pipeline.train.loop import NonFiniteLossError
 from pipeline.train.plateau import Stopping, train_until_plateau
 from pipeline.train.schedule import Recipe
@@ -165,3 +166,38 @@ def test_narrower_plateau_windows_let_the_cooldown_begin_earlier(monkeypatch):
         )  # fmt: skip
         decays[window] = best["decay_step"]
     assert decays == {None: 8, 1: 4}
+
+
+def scripted_train(scores: list[tuple[float, float]]):
+    """A stand-in for ``loop.train`` that scores validation every 2 steps from a script of (loss, accuracy) and
+    stops where the validation rule says: what the rule sees, without a model that must produce both."""
+
+    def train(model, inputs, labels, recipe, runtime, generator, *, prepare, recording, cooldown):
+        history = []
+        for index, (loss, accuracy) in enumerate(scores, start=1):
+            history.append({"epoch": 0, "step": 2 * index, "val_loss": loss, "val_acc": accuracy})
+            if recording.on_record(history[-1]):
+                break
+        return history
+
+    return train
+
+
+@pytest.mark.parametrize(("trend", "decay_step", "last_step"), [("loss", 8, 12), ("accuracy", 16, 24)])
+def test_the_plateau_can_follow_the_selection_score_past_a_loss_that_climbs(monkeypatch, trend, decay_step,
+                                                                            last_step):  # fmt: skip
+    """An overconfident run: its validation loss climbs from the first score while its accuracy rises for 5
+    scores. The loss trend begins the cooldown at the floor (two windows of 2 scores: step 8); the accuracy trend
+    once the accuracy's last window is no higher than the one before (step 16). Both keep the best accuracy."""
+    losses = [1.0 + 0.1 * k for k in range(12)]
+    accuracies = [0.4, 0.5, 0.6, 0.7, 0.8, 0.8, 0.8, 0.7, 0.7, 0.7, 0.7, 0.7]
+    monkeypatch.setattr(plateau, "train", scripted_train(list(zip(losses, accuracies, strict=True))))
+    recipe = Recipe(lr=0.1, batch_size=4, steps=100, optimizer="adam", weight_decay=0.0, schedule="plateau",
+                    warmup_fraction=0.0, grad_clip=0.0)  # fmt: skip
+    history, best = plateau.train_until_plateau(
+        nn.Linear(1, 3), torch.zeros(8, 1), torch.zeros(8, dtype=torch.long), recipe, CPU, torch.Generator(),
+        val=(torch.zeros(3, 1), torch.zeros(3, dtype=torch.long)),
+        stopping=Stopping(eval_every=2, patience=2, cooldown_fraction=0.5, trend=trend),
+    )  # fmt: skip
+    assert (best["decay_step"], history[-1]["step"]) == (decay_step, last_step)
+    assert (best["step"], best["val_acc"]) == (10, 0.8)
