@@ -14,17 +14,19 @@ changes, and the chosen run's validation score, steps and test accuracy under ea
 nothing: it is scored once per floor, for the chosen run only, to say whether the floor moves the reported number.
 Both floors run here, so a difference is the floor's, not the machine's.
 
-    python benchmarks/floor_check.py --trend accuracy --reference DIR [--arms scratch] --out metrics/floor_rule.json
+    python benchmarks/floor_check.py --trend accuracy --reference DIR [DIR ...] --out metrics/floor_rule.json
 
 tests a candidate rule instead, written down with its adoption rule before this ran (docs/results.md, "Runs that
 end at the floor"): the plateau's windows compare the validation accuracy, not the loss
 (``data_hunger.plateau_score: accuracy``). For every floor cell of the arms named, the choice seeds train at every
 learning rate of the grid under the candidate, chosen as the sweeps choose (``protocol.choose_on_validation``,
-pruning included); the test set is never scored. DIR holds the committed rule's point files from this machine (the
-cross-kind rerun's, ``metrics/rerun_cpu/progress/metrics/data_hunger``), so both rules' numbers come from one CPU
-kind and precision. Per cell it reports the chosen rate, its mean validation accuracy and its runs at the floor
-under each rule, and whether the candidate passes: none of its chosen runs at the floor, and its chosen mean
-validation accuracy no more than one standard error of a difference of two accuracies below the committed rule's.
+pruning included); the test set is never scored. Each cell's committed rule is the first DIR's point file that ran
+on this CPU kind in this precision (the committed run's own, ``metrics/data_hunger``, or the cross-kind rerun's,
+``metrics/rerun_cpu/progress/metrics/data_hunger``), so both rules' numbers come from one CPU kind and precision;
+a cell with none is left unchecked. Per cell it reports the chosen rate, its mean validation accuracy and its
+runs at the floor under each rule, and whether the candidate passes: none of its chosen runs at the floor, and its
+chosen mean validation accuracy no more than one standard error of a difference of two accuracies below the
+committed rule's.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ import dataclasses
 import json
 import math
 from pathlib import Path
+
+from replication import run_kind
 
 from pipeline.arms.protocol import Choice, Curve, accuracy_se, choose_lr, choose_on_validation
 from pipeline.core.arm_registry import TRAINED, arm_module
@@ -131,9 +135,19 @@ def reference_choice(point: dict, window: int, choice_seeds: list[int]) -> dict:
             "runtime": point["runtime"]}  # fmt: skip
 
 
+def same_kind_reference(references: list[Path], name: str, runtime: str) -> Path | None:
+    """The first of ``references`` whose point file ``name`` ran on this CPU kind in this precision (``runtime``,
+    ``Runtime.describe()``), so that the two rules differ in the rule alone; None where none did."""
+    for folder in references:
+        path = folder / name
+        if path.is_file() and run_kind(read_json(path)["runtime"]) == run_kind(runtime):
+            return path
+    return None
+
+
 def rule_cell(params, runtime, arm: str, n: str, reference: Path) -> dict:
     """One floor cell under the candidate trend (``data_hunger.plateau_score: accuracy``) against the committed
-    rule's point file in ``reference``; whether the candidate passes there."""
+    rule's point file ``reference``; whether the candidate passes there."""
     config = dataclasses.replace(params.data_hunger, plateau_score="accuracy")
     curve = Curve(params.preset, params.model_name, params.backbone_model_name, params.backbone_source,
                   config, params.evaluate.batch_size, runtime, params.backbone_count)  # fmt: skip
@@ -141,24 +155,25 @@ def rule_cell(params, runtime, arm: str, n: str, reference: Path) -> dict:
     module = arm_module(arm)
     data = module.point_data(curve, point)
     candidate = candidate_choice(module, curve, data, params.seeds, getattr(config, arm).lrs)
-    committed = reference_choice(read_json(reference / f"{arm}_{point}.json"), config.plateau_window,
+    committed = reference_choice(read_json(reference), config.plateau_window,
                                  params.seeds[: config.choice_seeds])  # fmt: skip
     allowance = math.sqrt(2) * accuracy_se(committed["val_acc"], len(data.val))
     return {
-        "arm": arm, "n_train_per_class": int(n), "point": point, "committed": committed, "candidate": candidate,
+        "arm": arm, "n_train_per_class": int(n), "point": point, "reference": str(reference),
+        "committed": committed, "candidate": candidate,
         "allowance": allowance, "floor_free": candidate["at_floor"] == 0,
         "no_worse": candidate["val_acc"] >= committed["val_acc"] - allowance,
         "passes": candidate["at_floor"] == 0 and candidate["val_acc"] >= committed["val_acc"] - allowance,
     }  # fmt: skip
 
 
-def rule_document(runtime, reference: Path, cells: list[dict], unchecked: list[tuple[str, str]]) -> dict:
-    """The candidate rule's check: every cell, and whether it may be adopted (every floor cell checked and
-    passed) or the check is incomplete."""
+def rule_document(runtime, cells: list[dict], unchecked: list[tuple[str, str, str]]) -> dict:
+    """The candidate rule's check: every cell, those left unchecked and why, and whether the candidate may be
+    adopted (every floor cell checked and passed) or the check is incomplete."""
     passed = all(cell["passes"] for cell in cells)
     return {
-        "runtime": runtime.describe(), "reference": str(reference), "cells": cells,
-        "unchecked": [{"arm": arm, "n_train_per_class": int(n)} for arm, n in unchecked],
+        "runtime": runtime.describe(), "cells": cells,
+        "unchecked": [{"arm": arm, "n_train_per_class": int(n), "why": why} for arm, n, why in unchecked],
         "passed": sum(cell["passes"] for cell in cells), "of": len(cells),
         "verdict": "adopt" if passed and not unchecked and cells else "incomplete" if passed else "keep loss",
     }  # fmt: skip
@@ -168,7 +183,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--window", type=int, default=5, help="the lower floor's windows, in scores (default 5)")
     parser.add_argument("--trend", choices=("accuracy",), help="check the candidate rule instead (see above)")
-    parser.add_argument("--reference", type=Path, help="--trend: the committed rule's point files from this machine")
+    reference_help = "--trend: folders of the committed rule's point files; each cell's from this CPU kind is used"
+    parser.add_argument("--reference", type=Path, nargs="+", help=reference_help)
     parser.add_argument("--arms", nargs="+", choices=TRAINED, default=TRAINED, help="--trend: the arms to check")
     parser.add_argument("--out", type=Path, help="rewritten after every cell (default: printed at the end)")
     args = parser.parse_args()
@@ -179,15 +195,20 @@ def main() -> None:
     cells = floor_cells(read_json(Path("metrics/data_hunger.json")))
     results = []
     if args.trend:
-        checked = [(arm, n) for arm, n in cells if arm in args.arms]
-        unchecked = [(arm, n) for arm, n in cells if arm not in args.arms]
-        for arm, n in checked:
-            results.append(rule_cell(params, runtime, arm, n, args.reference))
+        checked, unchecked = [], [(arm, n, "not among --arms") for arm, n in cells if arm not in args.arms]
+        for arm, n in [(arm, n) for arm, n in cells if arm in args.arms]:
+            name = f"{arm}_{params.data_hunger.offline_sizes.index(int(n))}.json"
+            reference = same_kind_reference(args.reference, name, runtime.describe())
+            if reference is None:
+                unchecked.append((arm, n, f"no {name} of the committed rule from this CPU kind and precision"))
+            else:
+                checked.append((arm, n, reference))
+        for arm, n, reference in checked:
+            results.append(rule_cell(params, runtime, arm, n, reference))
             if args.out:
-                write_text(args.out, json.dumps(rule_document(runtime, args.reference, results, unchecked), indent=1)
-                           + "\n")  # fmt: skip
+                write_text(args.out, json.dumps(rule_document(runtime, results, unchecked), indent=1) + "\n")
         if not args.out:
-            print(json.dumps(rule_document(runtime, args.reference, results, unchecked), indent=1))
+            print(json.dumps(rule_document(runtime, results, unchecked), indent=1))
         return
 
     def document() -> str:

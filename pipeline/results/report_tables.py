@@ -423,6 +423,36 @@ def replication_table(change: dict) -> str:
     return "\n".join(lines)
 
 
+def cross_kind_table(change: dict, n_val: int) -> str:
+    """The committed curve's sweeps that another CPU kind or precision ran, run again on this one with the same
+    seeds and code (``metrics/rerun_cpu/comparison.json``): each cell's chosen learning rate in both runs, with its
+    margin (the chosen rate's mean validation accuracy over the choice seeds minus the runner-up's) beside the
+    standard error of one validation accuracy on ``n_val`` images; then the comparisons both runs hold."""
+    reference, other = (" and ".join(change["runtime"][run]) for run in ("reference", "other"))
+    cells = [(arm, n, c) for arm, by_size in change["learning_rates"].items() for n, c in by_size.items()]
+    cells.sort(key=lambda cell: (TABLE_ORDER.index(cell[0]), int(cell[1])))
+    se = 100 * (0.25 / n_val) ** 0.5  # the largest, at an accuracy of one half
+    lines = [
+        f"Committed run: {reference}. This run: {other}. The learning rate chosen is the same in "
+        f"{change['same_learning_rate']} cells; {change['held']} of {change['compared']} comparisons keep their "
+        f"verdict with overlapping intervals, {change['flipped']} flipping between ahead and behind.",
+        "",
+        f"Margins are in points of validation accuracy, over {n_val:,} images, where one accuracy's standard error is "
+        f"at most {se:.1f} points.",
+        "",
+        "| arm | per class | committed run: lr (margin) | this run: lr (margin) | same lr |",
+        "|---|---|---|---|---|",
+    ]
+    for arm, n, cell in cells:
+        runs = [f"{cell[run]:g} ({100 * cell['margin'][run]:.1f})" for run in ("reference", "other")]
+        lines.append(f"| {REGISTRY[arm].label} | {n} | {runs[0]} | {runs[1]} | {yes_no(cell['same'])} |")
+    if change["compared"]:
+        lines += ["", "| A - B | per class | committed run | this run | same verdict | intervals overlap |",
+                  "|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [f"| {a} - {b} | {n} | {side_by_side(runs)} |" for a, b, n, runs in curve_rows(change)]
+    return "\n".join(lines)
+
+
 def precision_pretraining_rows(pretraining: dict) -> list[str]:
     """The pretraining axis's paired comparisons in both runs (``precision_change.json``'s ``pretraining``)."""
     held, compared = pretraining["held"], pretraining["compared"]

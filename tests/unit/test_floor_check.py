@@ -82,5 +82,26 @@ def test_the_candidate_is_adopted_only_where_every_floor_cell_was_checked_and_pa
 
     runtime = SimpleNamespace(describe=lambda: "cpu fp32 (AVX2, no native bf16)")
     cells = [{"passes": ok} for ok in passes]
-    document = floor_check.rule_document(runtime, Path("ref"), cells, unchecked)
+    document = floor_check.rule_document(runtime, cells, [(arm, n, "why") for arm, n in unchecked])
     assert (document["verdict"], document["passed"], document["of"]) == (verdict, sum(passes), len(passes))
+
+
+def test_each_cells_committed_rule_comes_from_this_cpu_kind_and_precision(tmp_path):
+    """The committed run's own point file where it ran here (the bf16 probe's ratio aside), else the cross-kind
+    rerun's; none where neither did."""
+    import json
+
+    committed, rerun = tmp_path / "committed", tmp_path / "rerun"
+    for folder, runtimes in ((committed, {"scratch_0": "cpu bf16 (AVX512, native bf16: avx512_bf16 (step 1.73x))",
+                                          "finetune_0": "cpu fp32 (AVX2, no native bf16)",
+                                          "cnn_0": "cpu bf16 (AVX512, native bf16: avx512_bf16 (step 1.73x))"}),
+                             (rerun, {"scratch_0": "cpu fp32 (AVX2, no native bf16)"})):  # fmt: skip
+        folder.mkdir()
+        for name, runtime in runtimes.items():
+            (folder / f"{name}.json").write_text(json.dumps({"runtime": runtime}))
+    here = "cpu fp32 (AVX2, no native bf16)"
+    assert floor_check.same_kind_reference([committed, rerun], "scratch_0.json", here) == rerun / "scratch_0.json"
+    assert floor_check.same_kind_reference([committed, rerun], "finetune_0.json", here) == committed / "finetune_0.json"
+    assert floor_check.same_kind_reference([committed, rerun], "cnn_0.json", here) is None
+    zen4 = "cpu bf16 (AVX512, native bf16: avx512_bf16 (step 1.61x))"
+    assert floor_check.same_kind_reference([committed, rerun], "cnn_0.json", zen4) == committed / "cnn_0.json"

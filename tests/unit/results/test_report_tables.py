@@ -172,3 +172,33 @@ def test_the_readme_line_on_the_synthetic_study_gives_each_verdict_only_once_the
     line = synthetic_answer(study, 6, 6, sizes)
     assert "moved the ViT's 10-shot probe by +0.010 [-0.020, +0.040] per decade" in line
     assert "10,000 to 1,000,000 fractal images" in line and "H1, the slope: +0.050 [+0.010, +0.090], MET" in line
+
+
+def test_cross_kind_table_sets_each_cells_learning_rate_and_margin_beside_the_standard_error():
+    """The margins are validation accuracies' differences in points; the standard error is one accuracy's at its
+    largest (p = 0.5) on the validation images. Cells go in the tables' arm order, then by size."""
+
+    def d(mean, verdict):
+        return {"mean": mean, "low": mean - 0.02, "high": mean + 0.02, "verdict": verdict}
+
+    change = {
+        "runtime": {"reference": ["cpu bf16 (AVX512)"], "other": ["cpu fp32 (AVX2, no native bf16)"]},
+        "same_learning_rate": "1 of 2", "held": 1, "compared": 1, "flipped": 0,
+        "learning_rates": {
+            "cnn": {"10": {"reference": 0.03, "other": 0.01, "same": False,
+                           "margin": {"reference": 0.004, "other": 0.0113}}},
+            "scratch": {"25": {"reference": 0.001, "other": 0.001, "same": True,
+                               "margin": {"reference": 0.02, "other": 0.015}}},
+        },
+        "comparisons": {"10": {"cnn-scratch": {"reference": d(0.06, "ahead"), "other": d(0.05, "ahead"),
+                                               "same_verdict": True, "overlap": True}}},
+    }  # fmt: skip
+    rows = report_tables.cross_kind_table(change, n_val=1500).splitlines()
+    assert rows[0].startswith("Committed run: cpu bf16 (AVX512). This run: cpu fp32 (AVX2, no native bf16). The "
+                              "learning rate chosen is the same in 1 of 2 cells; 1 of 1 comparisons")  # fmt: skip
+    assert "at most 1.3 points" in rows[2] and "1,500 images" in rows[2]
+    assert rows[6:8] == ["| ViT from scratch | 25 | 0.001 (2.0) | 0.001 (1.5) | yes |",
+                         "| small ResNet from scratch | 10 | 0.03 (0.4) | 0.01 (1.1) | NO |"]  # fmt: skip
+    assert rows[-1].startswith("| small ResNet from scratch - ViT from scratch | 10 | +0.060 [+0.040, +0.080] ahead")
+    without = report_tables.cross_kind_table(change | {"compared": 0, "held": 0, "comparisons": {}}, 1500)
+    assert "| A - B |" not in without
