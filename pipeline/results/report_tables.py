@@ -178,6 +178,31 @@ def floor_table(floor: dict) -> str:
     return "\n".join(lines)
 
 
+def floor_rule_table(check: dict) -> str:
+    """The candidate plateau rule (``plateau_score: accuracy``) against the committed one in each floor cell
+    (``benchmarks/floor_check.py --trend accuracy``): each rule's chosen rate, its mean validation accuracy over the
+    choice seeds, their steps and how many ended at the floor; whether the candidate passes the rule written before
+    the check ran, and the verdict. Validation only: no test score."""
+    lines = [
+        f"Choice seeds, every learning rate of the grid, validation only; {check['runtime']}. The candidate passes "
+        f"in {check['passed']} of {check['of']} cells checked: **{check['verdict']}**.",
+        "",
+        "| arm | per class | committed (loss): lr, validation accuracy, steps, at the floor | candidate (accuracy): "
+        "lr, validation accuracy, steps, at the floor | allowed shortfall | passes |",
+        "|---|---|---|---|---|---|",
+    ]
+    for cell in check["cells"]:
+        rules = [cell[which] for which in ("committed", "candidate")]
+        text = [f"{r['lr']:g}, {r['val_acc']:.3f}, {', '.join(str(s) for s in r['steps'])}, {r['at_floor']} of "
+                f"{len(r['steps'])}" for r in rules]  # fmt: skip
+        lines.append(f"| {REGISTRY[cell['arm']].label} | {cell['n_train_per_class']} | {text[0]} | {text[1]} | "
+                     f"{cell['allowance']:.3f} | {yes_no(cell['passes'])} |")  # fmt: skip
+    for cell in check["unchecked"]:
+        lines.append(f"| {REGISTRY[cell['arm']].label} | {cell['n_train_per_class']} | not checked: {cell['why']} "
+                     "| | | |")  # fmt: skip
+    return "\n".join(lines)
+
+
 def collapse_table(collapse: dict) -> str:
     """Seed 000's recipe and each change toward the protocol: test accuracy, collapse, steps, and the paired
     difference against seed 000's recipe with its 95% interval."""

@@ -202,3 +202,21 @@ def test_cross_kind_table_sets_each_cells_learning_rate_and_margin_beside_the_st
     assert rows[-1].startswith("| small ResNet from scratch - ViT from scratch | 10 | +0.060 [+0.040, +0.080] ahead")
     without = report_tables.cross_kind_table(change | {"compared": 0, "held": 0, "comparisons": {}}, 1500)
     assert "| A - B |" not in without
+
+
+def test_floor_rule_table_sets_both_rules_side_by_side_with_the_pre_registered_verdict():
+    def rule(lr, acc, steps, at_floor):
+        return {"lr": lr, "val_acc": acc, "steps": steps, "at_floor": at_floor}
+
+    check = {
+        "runtime": "cpu fp32 (AVX2, no native bf16)", "passed": 1, "of": 1, "verdict": "incomplete",
+        "cells": [{"arm": "scratch", "n_train_per_class": 10, "allowance": 0.0258, "passes": True,
+                   "committed": rule(0.001, 0.4984, [230, 230, 230], 3),
+                   "candidate": rule(0.0003, 0.51, [410, 380, 520], 0)}],
+        "unchecked": [{"arm": "finetune", "n_train_per_class": 25, "why": "not among --arms"}],
+    }  # fmt: skip
+    rows = report_tables.floor_rule_table(check).splitlines()
+    assert rows[0].endswith("The candidate passes in 1 of 1 cells checked: **incomplete**.")
+    assert rows[4] == ("| ViT from scratch | 10 | 0.001, 0.498, 230, 230, 230, 3 of 3 | 0.0003, 0.510, 410, 380, 520, "
+                       "0 of 3 | 0.026 | yes |")  # fmt: skip
+    assert rows[5].startswith("| pretrained ViT, probe then fine-tune | 25 | not checked: not among --arms")
