@@ -469,7 +469,7 @@ def cross_kind_table(change: dict, n_val: int) -> str:
         "|---|---|---|---|---|",
     ]
     for arm, n, cell in cells:
-        runs = [f"{cell[run]:g} ({100 * cell['margin'][run]:.1f})" for run in ("reference", "other")]
+        runs = [f"{cell[run]:g} ({100 * cell['margin'][run]:.2f})" for run in ("reference", "other")]
         lines.append(f"| {REGISTRY[arm].label} | {n} | {runs[0]} | {runs[1]} | {yes_no(cell['same'])} |")
     if change["compared"]:
         lines += ["", "| A - B | per class | committed run | this run | same verdict | intervals overlap |",

@@ -197,8 +197,8 @@ def test_cross_kind_table_sets_each_cells_learning_rate_and_margin_beside_the_st
     assert rows[0].startswith("Committed run: cpu bf16 (AVX512). This run: cpu fp32 (AVX2, no native bf16). The "
                               "learning rate chosen is the same in 1 of 2 cells; 1 of 1 comparisons")  # fmt: skip
     assert "at most 1.3 points" in rows[2] and "1,500 images" in rows[2]
-    assert rows[6:8] == ["| ViT from scratch | 25 | 0.001 (2.0) | 0.001 (1.5) | yes |",
-                         "| small ResNet from scratch | 10 | 0.03 (0.4) | 0.01 (1.1) | NO |"]  # fmt: skip
+    assert rows[6:8] == ["| ViT from scratch | 25 | 0.001 (2.00) | 0.001 (1.50) | yes |",
+                         "| small ResNet from scratch | 10 | 0.03 (0.40) | 0.01 (1.13) | NO |"]  # fmt: skip
     assert rows[-1].startswith("| small ResNet from scratch - ViT from scratch | 10 | +0.060 [+0.040, +0.080] ahead")
     without = report_tables.cross_kind_table(change | {"compared": 0, "held": 0, "comparisons": {}}, 1500)
     assert "| A - B |" not in without
