@@ -167,15 +167,17 @@ def rule_cell(params, runtime, arm: str, n: str, reference: Path) -> dict:
     }  # fmt: skip
 
 
-def rule_document(runtime, cells: list[dict], unchecked: list[tuple[str, str, str]]) -> dict:
+def rule_document(runtime, cells: list[dict], unchecked: list[tuple[str, str, str]], pending: int = 0) -> dict:
     """The candidate rule's check: every cell, those left unchecked and why, and whether the candidate may be
-    adopted (every floor cell checked and passed) or the check is incomplete."""
+    adopted (every floor cell checked and passed) or the check is incomplete (``pending``: cells still to run)."""
     passed = all(cell["passes"] for cell in cells)
     return {
         "runtime": runtime.describe(), "cells": cells,
         "unchecked": [{"arm": arm, "n_train_per_class": int(n), "why": why} for arm, n, why in unchecked],
         "passed": sum(cell["passes"] for cell in cells), "of": len(cells),
-        "verdict": "adopt" if passed and not unchecked and cells else "incomplete" if passed else "keep loss",
+        "pending": pending,
+        "verdict": "adopt" if passed and not unchecked and not pending and cells else "incomplete" if passed
+        else "keep loss",
     }  # fmt: skip
 
 
@@ -206,7 +208,8 @@ def main() -> None:
         for arm, n, reference in checked:
             results.append(rule_cell(params, runtime, arm, n, reference))
             if args.out:
-                write_text(args.out, json.dumps(rule_document(runtime, results, unchecked), indent=1) + "\n")
+                document = rule_document(runtime, results, unchecked, pending=len(checked) - len(results))
+                write_text(args.out, json.dumps(document, indent=1) + "\n")
         if not args.out:
             print(json.dumps(rule_document(runtime, results, unchecked), indent=1))
         return

@@ -84,6 +84,8 @@ def test_the_candidate_is_adopted_only_where_every_floor_cell_was_checked_and_pa
     cells = [{"passes": ok} for ok in passes]
     document = floor_check.rule_document(runtime, cells, [(arm, n, "why") for arm, n in unchecked])
     assert (document["verdict"], document["passed"], document["of"]) == (verdict, sum(passes), len(passes))
+    if verdict == "adopt":  # a partial file, written while a cell still runs, never says adopt
+        assert floor_check.rule_document(runtime, cells, [], pending=1)["verdict"] == "incomplete"
 
 
 def test_each_cells_committed_rule_comes_from_this_cpu_kind_and_precision(tmp_path):
