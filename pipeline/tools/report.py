@@ -72,8 +72,7 @@ def generated_blocks() -> dict[str, str]:
         "grid_edges": grid_edges_table(read_metrics("grid_edges.json")),
         "floor": floor_table(read_metrics("floor_check.json")),
         # issue 37's targets: the floor's candidate rule, and the choices on another CPU kind (same seeds)
-        **({"floor_rule": floor_rule_table(read_metrics("floor_rule.json"))}
-           if (paths.METRICS / "floor_rule.json").is_file() else {}),  # fmt: skip
+        "floor_rule": floor_rule_table(read_metrics("floor_rule.json")),
         "cross_kind": cross_kind_table(read_metrics("rerun_cpu/comparison.json"), curve["n_val"]),
         "collapse": (f"ViT from scratch on {collapse['n_train']} images ({collapse['n_train_per_class']} per class), "
                      f"{len(collapse['seeds'])} seeds; the protocol's lr {collapse['protocol_lr']:g}, chosen on "

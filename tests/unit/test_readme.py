@@ -52,6 +52,11 @@ def partial_run_for(purpose: str) -> dict:
     return next(run for run in committed("repro_time.json")["partial_runs"] if run.get("purpose") == purpose)
 
 
+def floor_and_cross_kind() -> dict:
+    """Stage seconds of issue 37's floor check and cross-kind rerun, fp32 on a 2-core AVX2 EPYC."""
+    return partial_run_for("issue37_floor_and_cross_kind")["stage_seconds"]
+
+
 def grid_rerun() -> dict:
     """This round's rerun of the two arms whose learning-rate grids were widened."""
     return partial_run_for("grid_rerun")
@@ -172,6 +177,8 @@ QUOTED = [
     # the binomial standard error of one validation accuracy at 70%, in points, on the committed and the rerun's split
     ("docs/results.md", "at 70% accuracy: {:.1f} points on 300 images", lambda: 100 * (0.7 * 0.3 / 300) ** 0.5),
     ("docs/results.md", "{:.1f} points on 1,500 |", lambda: 100 * (0.7 * 0.3 / 1500) ** 0.5),
+    ("docs/results.md", "`masked_patch` stage in {:.1f} s", lambda: floor_and_cross_kind()["masked_patch"]),
+    ("docs/results.md", "`masked_patch_seeds` in {:.1f} s", lambda: floor_and_cross_kind()["masked_patch_seeds"]),
     ("README.md", "it took {:.1f} minutes", lambda: repro("cpu fp32")["minutes"]),
     ("README.md", "minutes ({:.1f} wall); bf16 is faster", lambda: repro("cpu fp32")["wall_minutes"]),
     (REPRODUCIBILITY, "runs at least {}x faster in bf16", min_bf16_speedup),
