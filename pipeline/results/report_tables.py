@@ -478,6 +478,21 @@ def cross_kind_table(change: dict, n_val: int) -> str:
     return "\n".join(lines)
 
 
+def cross_kind_answer(change: dict, n_val: int) -> str:
+    """The README's line on the cross-kind rerun: how many cells chose the same learning rate, per arm, and how
+    far apart the candidates were where the choice moved (both runs' margins, beside one accuracy's standard
+    error on ``n_val`` validation images)."""
+    by_arm = sorted(change["learning_rates"].items(), key=lambda item: TABLE_ORDER.index(item[0]))
+    arms = ", ".join(f"{REGISTRY[arm].label} in {sum(c['same'] for c in cells.values())} of {len(cells)}"
+                     for arm, cells in by_arm)  # fmt: skip
+    moved = [100 * m for cells in change["learning_rates"].values() for c in cells.values() if not c["same"]
+             for m in c["margin"].values()]  # fmt: skip
+    where = (f"; where the rate moved, the two runs' margins (the choice's mean validation accuracy over the "
+             f"runner-up's) were {min(moved):.2f} to {max(moved):.2f} points, against a standard error of one "
+             f"accuracy of at most {100 * (0.25 / n_val) ** 0.5:.1f}" if moved else "")  # fmt: skip
+    return f"They chose the same learning rate in {change['same_learning_rate']} cells ({arms}){where}."
+
+
 def precision_pretraining_rows(pretraining: dict) -> list[str]:
     """The pretraining axis's paired comparisons in both runs (``precision_change.json``'s ``pretraining``)."""
     held, compared = pretraining["held"], pretraining["compared"]

@@ -22,6 +22,7 @@ from pipeline.results.report_tables import (
     ablation_table,
     backbone_data_table,
     collapse_table,
+    cross_kind_answer,
     cross_kind_table,
     curve_table,
     floor_rule_table,
@@ -74,6 +75,7 @@ def generated_blocks() -> dict[str, str]:
         # issue 37's targets: the floor's candidate rule, and the choices on another CPU kind (same seeds)
         "floor_rule": floor_rule_table(read_metrics("floor_rule.json")),
         "cross_kind": cross_kind_table(read_metrics("rerun_cpu/comparison.json"), curve["n_val"]),
+        "cross_kind_answer": cross_kind_answer(read_metrics("rerun_cpu/comparison.json"), curve["n_val"]),
         "collapse": (f"ViT from scratch on {collapse['n_train']} images ({collapse['n_train_per_class']} per class), "
                      f"{len(collapse['seeds'])} seeds; the protocol's lr {collapse['protocol_lr']:g}, chosen on "
                      f"validation by the curve at this size.\n\n" + collapse_table(collapse)),

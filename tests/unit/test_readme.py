@@ -177,11 +177,6 @@ QUOTED = [
     # the binomial standard error of one validation accuracy at 70%, in points, on the committed and the rerun's split
     ("docs/results.md", "at 70% accuracy: {:.1f} points on 300 images", lambda: 100 * (0.7 * 0.3 / 300) ** 0.5),
     ("docs/results.md", "{:.1f} points on 1,500 |", lambda: 100 * (0.7 * 0.3 / 1500) ** 0.5),
-    (
-        "README.md",
-        "chose the same learning rate in {} cells",
-        lambda: committed("rerun_cpu/comparison.json")["same_learning_rate"],
-    ),
     ("README.md", "pre-registered rule it is {}ed for", lambda: committed("floor_rule.json")["verdict"]),
     ("docs/results.md", "`masked_patch` stage in {:.1f} s", lambda: floor_and_cross_kind()["masked_patch"]),
     ("docs/results.md", "`masked_patch_seeds` in {:.1f} s", lambda: floor_and_cross_kind()["masked_patch_seeds"]),
@@ -348,14 +343,3 @@ def test_every_decimal_number_in_the_prose_is_a_setting_a_checked_quote_or_no_re
             if float(number) not in params and number not in quoted and number not in NOT_RESULTS
         }
         assert unexplained == set(), f"{name}: quote these through QUOTED (their key) or a table"
-
-
-def test_the_readmes_claim_on_the_cross_kind_choices_that_differ_holds_in_the_committed_comparison():
-    """Where the cross-kind rerun chose another learning rate than the committed run, the README says both runs'
-    margins were under a tenth of one validation accuracy's standard error (at most, p = 0.5): true of the file."""
-    change, n_val = committed("rerun_cpu/comparison.json"), committed("data_hunger.json")["n_val"]
-    differing = [cell for by_size in change["learning_rates"].values() for cell in by_size.values() if not cell["same"]]
-    claim = "where they differ, both runs' margins are under a tenth of one accuracy's standard error"
-    readme = " ".join((REPO / "README.md").read_text().split())
-    holds = bool(differing) and all(max(cell["margin"].values()) < (0.25 / n_val) ** 0.5 / 10 for cell in differing)
-    assert (claim in readme) == holds

@@ -220,3 +220,22 @@ def test_floor_rule_table_sets_both_rules_side_by_side_with_the_pre_registered_v
     assert rows[4] == ("| ViT from scratch | 10 | 0.001, 0.498, 230, 230, 230, 3 of 3 | 0.0003, 0.510, 410, 380, 520, "
                        "0 of 3 | 0.026 | yes |")  # fmt: skip
     assert rows[5].startswith("| pretrained ViT, probe then fine-tune | 25 | not checked: not among --arms")
+
+
+def test_cross_kind_answer_counts_each_arms_same_rates_and_spans_the_margins_where_a_rate_moved():
+    def cell(same, reference, other):
+        return {"same": same, "margin": {"reference": reference, "other": other}}
+
+    change = {"same_learning_rate": "2 of 3", "learning_rates": {
+        "cnn": {"10": cell(False, 0.0004, 0.0002)},
+        "scratch": {"10": cell(True, 0.0122, 0.0009), "25": cell(True, 0.0016, 0.0202)},
+    }}  # fmt: skip
+    assert report_tables.cross_kind_answer(change, n_val=1500) == (
+        "They chose the same learning rate in 2 of 3 cells (ViT from scratch in 2 of 2, small ResNet from scratch in 0 "
+        "of 1); where the rate moved, the two runs' margins (the choice's mean validation accuracy over the "
+        "runner-up's) were 0.02 to 0.04 points, against a standard error of one accuracy of at most 1.3."
+    )
+    change["learning_rates"]["cnn"]["10"]["same"] = True
+    assert report_tables.cross_kind_answer(change | {"same_learning_rate": "3 of 3"}, 1500).endswith(
+        "small ResNet from scratch in 1 of 1)."
+    )
