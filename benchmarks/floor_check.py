@@ -181,6 +181,27 @@ def rule_document(runtime, cells: list[dict], unchecked: list[tuple[str, str, st
     }  # fmt: skip
 
 
+def check_rule(params, runtime, cells: list[tuple[str, str]], args: argparse.Namespace) -> None:
+    """``--trend``: every floor cell of ``args.arms`` with a same-kind reference under the candidate rule, the
+    document rewritten after each (or printed at the end)."""
+    checked, unchecked = [], [(arm, n, "not among --arms") for arm, n in cells if arm not in args.arms]
+    for arm, n in [(arm, n) for arm, n in cells if arm in args.arms]:
+        name = f"{arm}_{params.data_hunger.offline_sizes.index(int(n))}.json"
+        reference = same_kind_reference(args.reference, name, runtime.describe())
+        if reference is None:
+            unchecked.append((arm, n, f"no {name} of the committed rule from this CPU kind and precision"))
+        else:
+            checked.append((arm, n, reference))
+    results = []
+    for arm, n, reference in checked:
+        results.append(rule_cell(params, runtime, arm, n, reference))
+        if args.out:
+            document = rule_document(runtime, results, unchecked, pending=len(checked) - len(results))
+            write_text(args.out, json.dumps(document, indent=1) + "\n")
+    if not args.out:
+        print(json.dumps(rule_document(runtime, results, unchecked), indent=1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--window", type=int, default=5, help="the lower floor's windows, in scores (default 5)")
@@ -195,24 +216,10 @@ def main() -> None:
     params = load_params()
     runtime = resolve_runtime(params.runtime)
     cells = floor_cells(read_json(Path("metrics/data_hunger.json")))
-    results = []
     if args.trend:
-        checked, unchecked = [], [(arm, n, "not among --arms") for arm, n in cells if arm not in args.arms]
-        for arm, n in [(arm, n) for arm, n in cells if arm in args.arms]:
-            name = f"{arm}_{params.data_hunger.offline_sizes.index(int(n))}.json"
-            reference = same_kind_reference(args.reference, name, runtime.describe())
-            if reference is None:
-                unchecked.append((arm, n, f"no {name} of the committed rule from this CPU kind and precision"))
-            else:
-                checked.append((arm, n, reference))
-        for arm, n, reference in checked:
-            results.append(rule_cell(params, runtime, arm, n, reference))
-            if args.out:
-                document = rule_document(runtime, results, unchecked, pending=len(checked) - len(results))
-                write_text(args.out, json.dumps(document, indent=1) + "\n")
-        if not args.out:
-            print(json.dumps(rule_document(runtime, results, unchecked), indent=1))
+        check_rule(params, runtime, cells, args)
         return
+    results = []
 
     def document() -> str:
         return json.dumps({
