@@ -158,12 +158,11 @@ def rule_cell(params, runtime, arm: str, n: str, reference: Path) -> dict:
     committed = reference_choice(read_json(reference), config.plateau_window,
                                  params.seeds[: config.choice_seeds])  # fmt: skip
     allowance = math.sqrt(2) * accuracy_se(committed["val_acc"], len(data.val))
+    floor_free, no_worse = candidate["at_floor"] == 0, candidate["val_acc"] >= committed["val_acc"] - allowance
     return {
         "arm": arm, "n_train_per_class": int(n), "point": point, "reference": str(reference),
-        "committed": committed, "candidate": candidate,
-        "allowance": allowance, "floor_free": candidate["at_floor"] == 0,
-        "no_worse": candidate["val_acc"] >= committed["val_acc"] - allowance,
-        "passes": candidate["at_floor"] == 0 and candidate["val_acc"] >= committed["val_acc"] - allowance,
+        "committed": committed, "candidate": candidate, "allowance": allowance,
+        "floor_free": floor_free, "no_worse": no_worse, "passes": floor_free and no_worse,
     }  # fmt: skip
 
 

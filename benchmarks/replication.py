@@ -106,16 +106,23 @@ def run_kind(runtime: str) -> str:
     return re.sub(r" \(step [0-9.]+x\)", "", runtime)
 
 
+def point_file(target: str) -> str:
+    """The point file a sweep target writes: ``sweep_cnn@2`` -> ``cnn_2.json`` (``sweep_pretrained``: fine-tuning's,
+    the trained arm of the transfer sweep)."""
+    arm, _, point = target.removeprefix("sweep_").partition("@")
+    return f"{'finetune' if arm == 'pretrained' else arm}_{point}.json"
+
+
 def other_kind_sweeps(this_runtime: str, points: Path = COMMITTED_POINTS) -> tuple[str, ...]:
     """The committed curve's sweep stages, in the rerun's order, whose point file ran in another precision or on
     another CPU kind than ``this_runtime`` (``Runtime.describe()`` of this machine): what a rerun here tests."""
     chosen = []
     for target in RERUN_ORDER:
-        sweep, _, point = target.partition("@")
+        sweep = target.partition("@")[0]
         arm = sweep.removeprefix("sweep_")
         if not sweep.startswith("sweep_") or arm not in SWEPT:
             continue
-        committed = json.loads((points / f"{'finetune' if arm == 'pretrained' else arm}_{point}.json").read_text())
+        committed = json.loads((points / point_file(target)).read_text())
         if run_kind(committed["runtime"]) != run_kind(this_runtime):
             chosen.append(target)
     return tuple(chosen)
@@ -252,8 +259,7 @@ def reproduce(work: Path, commit: str, run: Run, only: tuple[str, ...] = ()) -> 
 def rerun_saved(target: str, progress: Path) -> Path | None:
     """The point file a forced sweep ``target`` (``sweep_<arm>@<point>``) left in the saved progress, if any: a
     resumed ``--cross-kind`` run does not force it again."""
-    arm, _, point = target.removeprefix("sweep_").partition("@")
-    path = progress / "metrics" / "data_hunger" / f"{'finetune' if arm == 'pretrained' else arm}_{point}.json"
+    path = progress / "metrics" / "data_hunger" / point_file(target)
     return path if path.is_file() else None
 
 

@@ -456,14 +456,13 @@ def cross_kind_table(change: dict, n_val: int) -> str:
     reference, other = (" and ".join(change["runtime"][run]) for run in ("reference", "other"))
     cells = [(arm, n, c) for arm, by_size in change["learning_rates"].items() for n, c in by_size.items()]
     cells.sort(key=lambda cell: (TABLE_ORDER.index(cell[0]), int(cell[1])))
-    se = 100 * (0.25 / n_val) ** 0.5  # the largest, at an accuracy of one half
     lines = [
         f"Committed run: {reference}. This run: {other}. The learning rate chosen is the same in "
         f"{change['same_learning_rate']} cells; {change['held']} of {change['compared']} comparisons keep their "
         f"verdict with overlapping intervals, {change['flipped']} flipping between ahead and behind.",
         "",
         f"Margins are in points of validation accuracy, over {n_val:,} images, where one accuracy's standard error is "
-        f"at most {se:.1f} points.",
+        f"at most {largest_se_points(n_val):.1f} points.",
         "",
         "| arm | per class | committed run: lr (margin) | this run: lr (margin) | same lr |",
         "|---|---|---|---|---|",
@@ -478,6 +477,11 @@ def cross_kind_table(change: dict, n_val: int) -> str:
     return "\n".join(lines)
 
 
+def largest_se_points(n_val: int) -> float:
+    """One validation accuracy's binomial standard error on ``n_val`` images at its largest (p = 0.5), in points."""
+    return 100 * (0.25 / n_val) ** 0.5
+
+
 def cross_kind_answer(change: dict, n_val: int) -> str:
     """The README's line on the cross-kind rerun: how many cells chose the same learning rate, per arm, and how
     far apart the candidates were where the choice moved (both runs' margins, beside one accuracy's standard
@@ -489,7 +493,7 @@ def cross_kind_answer(change: dict, n_val: int) -> str:
              for m in c["margin"].values()]  # fmt: skip
     where = (f"; where the rate moved, the two runs' margins (the choice's mean validation accuracy over the "
              f"runner-up's) were {min(moved):.2f} to {max(moved):.2f} points, against a standard error of one "
-             f"accuracy of at most {100 * (0.25 / n_val) ** 0.5:.1f}" if moved else "")  # fmt: skip
+             f"accuracy of at most {largest_se_points(n_val):.1f}" if moved else "")  # fmt: skip
     return f"They chose the same learning rate in {change['same_learning_rate']} cells ({arms}){where}."
 
 

@@ -52,7 +52,7 @@ def generated_blocks() -> dict[str, str]:
     metrics, curve = read_metrics("evaluate.json"), read_metrics("data_hunger.json")
     ablation, comparisons = read_metrics("ablation.json"), read_metrics("comparisons.json")
     scale, second_runs = read_metrics("pretraining_scale.json"), {file: read_metrics(file) for file in SECOND_RUNS}
-    collapse = read_metrics("collapse.json")
+    collapse, cross_kind = read_metrics("collapse.json"), read_metrics("rerun_cpu/comparison.json")
     named_runs = {name: second_runs[file] for file, name in SECOND_RUNS.items()}
     return {
         "answer": answer(metrics, curve, comparisons, named_runs, scale, collapse),
@@ -74,8 +74,8 @@ def generated_blocks() -> dict[str, str]:
         "floor": floor_table(read_metrics("floor_check.json")),
         # issue 37's targets: the floor's candidate rule, and the choices on another CPU kind (same seeds)
         "floor_rule": floor_rule_table(read_metrics("floor_rule.json")),
-        "cross_kind": cross_kind_table(read_metrics("rerun_cpu/comparison.json"), curve["n_val"]),
-        "cross_kind_answer": cross_kind_answer(read_metrics("rerun_cpu/comparison.json"), curve["n_val"]),
+        "cross_kind": cross_kind_table(cross_kind, curve["n_val"]),
+        "cross_kind_answer": cross_kind_answer(cross_kind, curve["n_val"]),
         "collapse": (f"ViT from scratch on {collapse['n_train']} images ({collapse['n_train_per_class']} per class), "
                      f"{len(collapse['seeds'])} seeds; the protocol's lr {collapse['protocol_lr']:g}, chosen on "
                      f"validation by the curve at this size.\n\n" + collapse_table(collapse)),
