@@ -5,6 +5,7 @@ its full rerun of the committed pipeline, each across as many working sessions a
     python benchmarks/precision_change.py metrics/replication > metrics/replication/comparison.json
     python benchmarks/replication.py --rerun --work ../rerun   # hours: every stage of this commit's dvc.yaml
     python benchmarks/replication.py --work ../replication --only backbone ... evaluate   # see ONLY below
+    python benchmarks/replication.py --adopted --work ../rerun_adopted   # hours: --rerun with ADOPTED_CHANGES
     python benchmarks/replication.py --cross-kind --work ../rerun_cpu   # the sweeps another CPU kind ran, here
     python benchmarks/precision_change.py metrics/rerun_cpu/progress/metrics/data_hunger \
         > metrics/rerun_cpu/comparison.json
@@ -15,6 +16,9 @@ then those that read the cached backbones, which a new session trains again), pr
 ``metrics/rerun/progress/`` and, once every stage is done, its files replace this checkout's ``dvc.lock``,
 ``metrics/`` and ``plots/`` files (``--collect-only`` does that alone). Each ``dvc repro`` call's wall time, the
 CPU and its bf16 features go to ``times.json`` beside the progress folder, for ``metrics/repro_time.json``.
+``--adopted`` is that rerun with ``ADOPTED_CHANGES`` set in the worktree's ``params.yaml`` (the changes
+docs/results.md adopted for the next full run before it began), its progress in ``metrics/rerun_adopted/progress/``;
+once it is done and collected, the same values are set in this checkout's ``params.yaml`` by hand.
 
 Makes ``--work`` a git worktree of this commit (or reuses one an interrupted run left there: DVC resumes at the
 first stage whose outputs are missing), shares this repository's DVC cache, sets the seeds docs/results.md wrote
@@ -87,6 +91,10 @@ class Run(NamedTuple):
 NOT_COMPARED = ("ablation", "masked_patch_pool", "collapse", "masked_patch_long", "analysis", "pretrain_scale")
 REPLICATION = Run(SEEDS, (*(t for t in RERUN_ORDER if t.split("@")[0] not in NOT_COMPARED), *TARGETS), PROGRESS)
 RERUN = Run({}, (*RERUN_ORDER, None), REPO / "metrics" / "rerun" / "progress")
+# The next full run (docs/results.md, "The next full run", written before it began): the floor's rule that passed
+# its check (metrics/floor_rule.json), nothing else; the stages that do not read it stay done.
+ADOPTED_CHANGES = {"data_hunger": {"plateau_score": "accuracy"}}
+ADOPTED = Run(ADOPTED_CHANGES, (*RERUN_ORDER, None), REPO / "metrics" / "rerun_adopted" / "progress")
 CROSS_KIND_PROGRESS = REPO / "metrics" / "rerun_cpu" / "progress"
 COMMITTED_POINTS = REPO / "metrics" / "data_hunger"
 SWEPT = ("scratch", "cnn", "pretrained")  # the sweeps whose arms choose a learning rate (pretrained: finetune's)
@@ -192,11 +200,20 @@ def prepare_worktree(work: Path, run: Run = REPLICATION) -> str:
         commit = theirs
     if run.changes:
         params = yaml.safe_load((work / "params.yaml").read_text())
-        params["seeds"] = run.changes["seeds"]
-        params["masked_patch"].update(run.changes["masked_patch"])
-        (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+        (work / "params.yaml").write_text(yaml.safe_dump(changed_params(params, run.changes), sort_keys=False))
     subprocess.run(["dvc", "cache", "dir", "--local", str(REPO / ".dvc" / "cache")], cwd=work, check=True)
     return commit
+
+
+def changed_params(params: dict, changes: dict) -> dict:
+    """``params`` with ``changes`` merged in, section by section (a nested dict changes only the keys it names); a
+    key ``params`` lacks is refused, so a renamed parameter cannot pass unnoticed."""
+    merged = dict(params)
+    for key, value in changes.items():
+        if key not in params:
+            raise KeyError(f"{key}: not in params.yaml")
+        merged[key] = changed_params(params[key], value) if isinstance(value, dict) else value
+    return merged
 
 
 def machine() -> str:
@@ -280,7 +297,7 @@ def stale_stages(work: Path, run: Run = REPLICATION) -> list[str]:
     """The run's stages that the worktree's ``dvc.lock`` lacks or holds with other seeds than the run's (the
     committed run's, where the replication has not redone them yet): what data_hunger and evaluate would read
     stale."""
-    if not run.changes:
+    if "seeds" not in run.changes:
         return []
     lock = yaml.safe_load((work / "dvc.lock").read_text()).get("stages", {})
 
@@ -297,13 +314,15 @@ def main() -> None:
     parser.add_argument("--rerun", action="store_true", help="the committed pipeline again, every stage, same seeds")
     cross_kind_help = "the curve's sweeps that another CPU kind or precision ran, again here (same seeds)"
     parser.add_argument("--cross-kind", action="store_true", help=cross_kind_help)
+    adopted_help = "every stage, same seeds, with the changes docs/results.md adopted for the next full run"
+    parser.add_argument("--adopted", action="store_true", help=adopted_help)
     parser.add_argument("--collect-only", action="store_true", help="copy a finished run's files, run nothing")
     only_help = "these stages alone, in order, each by dvc repro --single-item (no backbone retrained)"
     parser.add_argument("--only", nargs="+", default=(), metavar="STAGE", help=only_help)
     args = parser.parse_args()
-    if args.rerun and args.cross_kind:
-        parser.error("--rerun runs every stage and --cross-kind some sweeps again: give one of them")
-    run = RERUN if args.rerun else REPLICATION
+    if sum((args.rerun, args.cross_kind, args.adopted)) > 1:
+        parser.error("--rerun, --adopted and --cross-kind are three different runs: give one of them")
+    run = RERUN if args.rerun else ADOPTED if args.adopted else REPLICATION
     if args.cross_kind:
         runtime = this_runtime()
         run = Run({}, ("download", "prepare", *other_kind_sweeps(runtime)), CROSS_KIND_PROGRESS, force=True)
@@ -320,10 +339,12 @@ def main() -> None:
     if args.cross_kind:
         points = (run.progress / "metrics" / "data_hunger").relative_to(REPO)
         print(f"compare: python benchmarks/precision_change.py {points} > metrics/rerun_cpu/comparison.json")
-    elif args.only and not set(TARGETS) <= set(args.only) or args.rerun and args.only:
+    elif args.only and not set(TARGETS) <= set(args.only) or (args.rerun or args.adopted) and args.only:
         print(f"--only ran {', '.join(args.only)}; the run's files are collected once its last stages have run")
-    elif args.rerun:
+    elif args.rerun or args.adopted:
         adopted = restore_progress(REPO, run.progress)
+        if run.changes:
+            print(f"set params.yaml's {run.changes} here by hand (its comments kept), then dvc status: up to date")
         print(f"{len(adopted)} files of the rerun now in this checkout (dvc.lock, metrics/, plots/): commit them")
     else:
         print(f"replication files in {collect(work, commit).relative_to(REPO)}")

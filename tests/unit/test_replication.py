@@ -280,8 +280,35 @@ def test_the_cross_kind_rerun_neither_collects_nor_adopts_and_says_how_to_compar
     assert "python benchmarks/precision_change.py metrics/rerun_cpu/progress/metrics/data_hunger" in out
 
 
-def test_rerun_and_cross_kind_together_are_refused(replication, monkeypatch, capsys):
+@pytest.mark.parametrize("runs", [("--rerun", "--cross-kind"), ("--rerun", "--adopted"), ("--adopted", "--cross-kind")])
+def test_two_kinds_of_run_together_are_refused(replication, monkeypatch, capsys, runs):
     with pytest.raises(SystemExit) as stopped:
-        run_main(replication, monkeypatch, "--rerun", "--cross-kind")
+        run_main(replication, monkeypatch, *runs)
     assert stopped.value.code == 2
     assert "give one of them" in capsys.readouterr().err
+
+
+def test_the_adopted_run_changes_only_its_keys_of_the_committed_params(replication):
+    """The next full run: every stage in the rerun's order, its own progress folder, and params.yaml as committed
+    but for ADOPTED_CHANGES: the floor's rule that passed its check, nothing else."""
+    import yaml
+
+    committed = yaml.safe_load((ROOT / "params.yaml").read_text())
+    adopted = replication.changed_params(committed, replication.ADOPTED.changes)
+    assert replication.ADOPTED.targets == replication.RERUN.targets
+    assert replication.ADOPTED.progress not in (replication.RERUN.progress, replication.PROGRESS)
+    assert replication.ADOPTED.changes == {"data_hunger": {"plateau_score": "accuracy"}}
+    assert committed["data_hunger"]["plateau_score"] == "loss"  # unchanged here until the run is collected
+    assert adopted["data_hunger"].pop("plateau_score") == "accuracy"
+    committed["data_hunger"].pop("plateau_score")
+    assert adopted == committed
+
+
+def test_a_change_to_a_parameter_params_yaml_lacks_is_refused(replication):
+    with pytest.raises(KeyError, match="plateau_scor"):
+        replication.changed_params({"data_hunger": {"plateau_score": "loss"}}, {"data_hunger": {"plateau_scor": 1}})
+
+
+def test_the_adopted_run_needs_no_seeds_check_before_its_aggregates(replication, tmp_path):
+    (tmp_path / "dvc.lock").write_text("stages: {}\n")
+    assert replication.stale_stages(tmp_path, replication.ADOPTED) == []
