@@ -343,3 +343,13 @@ def test_every_decimal_number_in_the_prose_is_a_setting_a_checked_quote_or_no_re
             if float(number) not in params and number not in quoted and number not in NOT_RESULTS
         }
         assert unexplained == set(), f"{name}: quote these through QUOTED (their key) or a table"
+
+
+def test_the_readme_states_the_committed_validation_split_and_choice_seeds():
+    """Settings the README states in words go stale silently when params.yaml changes: these two did once."""
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    readme = words((REPO / "README.md").read_text())
+    held_out = params["validation"]["offline_per_class"]
+    assert f"after {held_out} per class are held out for validation" in readme
+    numbers = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
+    assert f"`data_hunger.choice_seeds` seeds ({numbers[params['data_hunger']['choice_seeds']]})" in readme
