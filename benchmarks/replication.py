@@ -18,7 +18,8 @@ then those that read the cached backbones, which a new session trains again), pr
 CPU and its bf16 features go to ``times.json`` beside the progress folder, for ``metrics/repro_time.json``.
 ``--adopted`` is that rerun with ``ADOPTED_CHANGES`` set in the worktree's ``params.yaml`` (the changes
 docs/results.md adopted for the next full run before it began), its progress in ``metrics/rerun_adopted/progress/``;
-once it is done and collected, the same values are set in this checkout's ``params.yaml`` by hand.
+once it is done, collecting it first keeps the committed run's result files in ``metrics/run_before_accuracy_rule/``
+(``keep_committed``), then the same values are set in this checkout's ``params.yaml`` by hand.
 
 Makes ``--work`` a git worktree of this commit (or reuses one an interrupted run left there: DVC resumes at the
 first stage whose outputs are missing), shares this repository's DVC cache, sets the seeds docs/results.md wrote
@@ -95,6 +96,10 @@ RERUN = Run({}, (*RERUN_ORDER, None), REPO / "metrics" / "rerun" / "progress")
 # its check (metrics/floor_rule.json), nothing else; the stages that do not read it stay done.
 ADOPTED_CHANGES = {"data_hunger": {"plateau_score": "accuracy"}}
 ADOPTED = Run(ADOPTED_CHANGES, (*RERUN_ORDER, None), REPO / "metrics" / "rerun_adopted" / "progress")
+# What the adopted run's collection keeps of the run it replaces, for precision_change.py to hold it against
+RUN_BEFORE_ADOPTED = REPO / "metrics" / "run_before_accuracy_rule"
+KEPT_BEFORE = ("ablation.json", "collapse.json", "comparisons.json", "data_hunger.json", "evaluate.json",
+               "pretraining_scale.json", "data_hunger")  # fmt: skip
 CROSS_KIND_PROGRESS = REPO / "metrics" / "rerun_cpu" / "progress"
 COMMITTED_POINTS = REPO / "metrics" / "data_hunger"
 SWEPT = ("scratch", "cnn", "pretrained")  # the sweeps whose arms choose a learning rate (pretrained: finetune's)
@@ -293,6 +298,22 @@ def collect(work: Path, commit: str) -> Path:
     return target
 
 
+def keep_committed(metrics: Path, kept: Path) -> list[str]:
+    """Copies the committed run's result files (``KEPT_BEFORE`` under ``metrics``) into ``kept`` before an adopted
+    run's files replace them; an existing ``kept`` is left as it is (a second collection must not overwrite the
+    run before with the adopted run's own files). Returns the names copied."""
+    if kept.exists():
+        return []
+    kept.mkdir(parents=True)
+    for name in KEPT_BEFORE:
+        source = metrics / name
+        if source.is_dir():
+            shutil.copytree(source, kept / name)
+        elif source.is_file():
+            shutil.copy2(source, kept / name)
+    return sorted(str(path.relative_to(kept)) for path in kept.rglob("*") if path.is_file())
+
+
 def stale_stages(work: Path, run: Run = REPLICATION) -> list[str]:
     """The run's stages that the worktree's ``dvc.lock`` lacks or holds with other seeds than the run's (the
     committed run's, where the replication has not redone them yet): what data_hunger and evaluate would read
@@ -342,6 +363,8 @@ def main() -> None:
     elif args.only and not set(TARGETS) <= set(args.only) or (args.rerun or args.adopted) and args.only:
         print(f"--only ran {', '.join(args.only)}; the run's files are collected once its last stages have run")
     elif args.rerun or args.adopted:
+        if args.adopted and (kept := keep_committed(REPO / "metrics", RUN_BEFORE_ADOPTED)):
+            print(f"{len(kept)} files of the run before kept in {RUN_BEFORE_ADOPTED.relative_to(REPO)}")
         adopted = restore_progress(REPO, run.progress)
         if run.changes:
             print(f"set params.yaml's {run.changes} here by hand (its comments kept), then dvc status: up to date")

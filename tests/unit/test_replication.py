@@ -312,3 +312,16 @@ def test_a_change_to_a_parameter_params_yaml_lacks_is_refused(replication):
 def test_the_adopted_run_needs_no_seeds_check_before_its_aggregates(replication, tmp_path):
     (tmp_path / "dvc.lock").write_text("stages: {}\n")
     assert replication.stale_stages(tmp_path, replication.ADOPTED) == []
+
+
+def test_collecting_the_adopted_run_keeps_the_run_before_once(replication, tmp_path):
+    metrics = tmp_path / "metrics"
+    (metrics / "data_hunger").mkdir(parents=True)
+    (metrics / "data_hunger" / "scratch_0.json").write_text('{"run": "before"}')
+    (metrics / "comparisons.json").write_text('{"run": "before"}')
+    (metrics / "repro_time.json").write_text("{}")  # not a result of the run: not kept
+    kept = metrics / "run_before"
+    assert replication.keep_committed(metrics, kept) == ["comparisons.json", "data_hunger/scratch_0.json"]
+    (metrics / "comparisons.json").write_text('{"run": "adopted"}')
+    assert replication.keep_committed(metrics, kept) == []  # collected again: the run before stays
+    assert (kept / "comparisons.json").read_text() == '{"run": "before"}'
