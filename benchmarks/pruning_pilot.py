@@ -151,6 +151,8 @@ def main() -> None:
         cells[path.stem] = {
             "sweep_chose": point["lr"],
             "replay_matches": replay(point, runs, None, 0.0, prune_z)["same_choice"],
+            "total_s": round(sum(run["wall_time_s"] for run in runs), 1),
+            "kept_s": round(sum(run["wall_time_s"] for run in runs if run["lr"] == point["lr"]), 1),
         }
         for setting in SETTINGS:
             cells[path.stem][setting.name()] = replay(
@@ -165,6 +167,8 @@ def main() -> None:
             "choices_changed": sum(not r["same_choice"] for r in results), "cells": len(results),
             "saved_s": round(saved, 1), "total_s": round(total, 1), "saved_share": round(saved / total, 3),
         }  # fmt: skip
+    kept, total = (sum(cell[key] for cell in cells.values()) for key in ("kept_s", "total_s"))
+    summary["kept_share"] = round(kept / total, 3)  # of the sweeps' training time, the runs at the chosen rates
     report = {"store": str(args.store), "points": str(args.points), "summary": summary, "cells": cells,
               "no_runs_in_store": missing}  # fmt: skip
     write_text(args.out, json.dumps(report, indent=1) + "\n")

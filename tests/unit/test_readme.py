@@ -47,6 +47,25 @@ def partial_run() -> dict:
     return next(run for run in committed("repro_time.json")["partial_runs"] if "AMD EPYC" in run["machine"])
 
 
+AS_RUN_QUARTER = "as run: check at 0.25 of the budget, z 3"
+AS_RUN_HALF = "as run: check at 0.5 of the budget, z 3"
+
+
+def pilot(name: str, setting: str | None = None, key: str = "saved_share"):
+    """metrics/pruning_pilot/<name>.json, or one setting's ``key`` in its summary."""
+    summary = committed(f"pruning_pilot/{name}.json")["summary"]
+    return summary if setting is None else summary[setting][key]
+
+
+def changing_rules() -> list[dict]:
+    """The rules of the adopted run's pilot that change a choice: every one but the two the prose names."""
+    rules = [v for k, v in pilot("adopted_rule").items() if k not in ("kept_share", AS_RUN_QUARTER, AS_RUN_HALF)]
+    assert all(r["choices_changed"] > 0 for r in rules)  # the prose says each changes a choice
+    assert all(pilot("adopted_rule", k, "choices_changed") == 0 for k in (AS_RUN_QUARTER, AS_RUN_HALF))
+    assert pilot("loss_rule_cross_kind", AS_RUN_QUARTER, "choices_changed") == 0
+    return rules
+
+
 def partial_run_for(purpose: str) -> dict:
     """The partial run in metrics/repro_time.json whose ``purpose`` is ``purpose``."""
     return next(run for run in committed("repro_time.json")["partial_runs"] if run.get("purpose") == purpose)
@@ -180,6 +199,18 @@ QUOTED = [
     ("README.md", "pre-registered rule it is {}ed for", lambda: committed("floor_rule.json")["verdict"]),
     ("docs/results.md", "`masked_patch` stage in {:.1f} s", lambda: floor_and_cross_kind()["masked_patch"]),
     ("docs/results.md", "`masked_patch_seeds` in {:.1f} s", lambda: floor_and_cross_kind()["masked_patch_seeds"]),
+    ("docs/results.md", "the runs at the chosen rates take {:.0%}", lambda: pilot("adopted_rule")["kept_share"]),
+    ("docs/results.md", "would have saved {:.0%} of that time", lambda: pilot("adopted_rule", AS_RUN_QUARTER)),
+    ("docs/results.md", "in the {} cells done", lambda: pilot("adopted_rule", AS_RUN_QUARTER, "cells")),
+    ("docs/results.md", "and {:.0%} in the", lambda: pilot("loss_rule_cross_kind", AS_RUN_QUARTER)),
+    (
+        "docs/results.md",
+        "in the {} cells of the cross-kind",
+        lambda: pilot("loss_rule_cross_kind", AS_RUN_QUARTER, "cells"),
+    ),
+    ("docs/results.md", "at half the budget saves {:.0%}", lambda: pilot("adopted_rule", AS_RUN_HALF)),
+    ("docs/results.md", "Each of the other {} rules tried", lambda: len(changing_rules())),
+    ("docs/results.md", "saving at most {:.0%}", lambda: max(r["saved_share"] for r in changing_rules())),
     ("README.md", "it took {:.1f} minutes", lambda: repro("cpu fp32")["minutes"]),
     ("README.md", "minutes ({:.1f} wall); bf16 is faster", lambda: repro("cpu fp32")["wall_minutes"]),
     (REPRODUCIBILITY, "runs at least {}x faster in bf16", min_bf16_speedup),
