@@ -61,13 +61,9 @@ SETTINGS = [
 ]  # fmt: skip
 
 
-def sweep_runs(store: Path, stage: str) -> list[dict] | None:
-    """The runs of the latest finished ``stage`` (``sweep-<arm>-<n>``) in ``store``'s MLflow, in the order they
-    ran: seed, rate, validation accuracy by step, steps and wall time; None where the store has no such stage."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=f"sqlite:///{store.resolve() / 'mlflow.db'}")
-    experiments = [e.experiment_id for e in client.search_experiments()]
+def sweep_runs(client, experiments: list[str], stage: str) -> list[dict] | None:
+    """The runs of the latest finished ``stage`` (``sweep-<arm>-<n>``) in ``client``'s ``experiments``, in the
+    order they ran: seed, rate, validation accuracy by step and wall time; None where the store has no such stage."""
     found = client.search_runs(experiments, f"tags.stage = '{stage}'", max_results=5000)
     parents = [r for r in found if r.info.run_name == stage and r.info.status == "FINISHED"]
     if not parents:
@@ -80,8 +76,7 @@ def sweep_runs(store: Path, stage: str) -> list[dict] | None:
         history = client.get_metric_history(child.info.run_id, "val_acc")
         runs.append({
             "seed": int(child.data.tags["seed"]), "lr": float(child.data.tags["lr"]),
-            "val_acc": {m.step: m.value for m in history},
-            "steps": child.data.metrics["steps"], "wall_time_s": child.data.metrics["wall_time_s"],
+            "val_acc": {m.step: m.value for m in history}, "wall_time_s": child.data.metrics["wall_time_s"],
         })  # fmt: skip
     return runs
 
@@ -138,20 +133,25 @@ def main() -> None:
     parser.add_argument("--points", type=Path, required=True, help="the folder of their point files")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{args.store.resolve() / 'mlflow.db'}")
+    experiments = [e.experiment_id for e in client.search_experiments()]
     prune_z = load_params().data_hunger.prune_z
     cells, missing = {}, []
     for path in sorted(args.points.glob("*.json")):
         point = read_json(path)
         if point["arm"] not in TRAINED or not point.get("lr_trials"):
             continue
-        runs = sweep_runs(args.store, f"sweep-{point['arm']}-{point['n_train_per_class']}")
+        runs = sweep_runs(client, experiments, f"sweep-{point['arm']}-{point['n_train_per_class']}")
         if runs is None:
             missing.append(path.stem)
             continue
+        unchecked = replay(point, runs, None, 0.0, prune_z)
         cells[path.stem] = {
             "sweep_chose": point["lr"],
-            "replay_matches": replay(point, runs, None, 0.0, prune_z)["same_choice"],
-            "total_s": round(sum(run["wall_time_s"] for run in runs), 1),
+            "replay_matches": unchecked["same_choice"],
+            "total_s": unchecked["total_s"],
             "kept_s": round(sum(run["wall_time_s"] for run in runs if run["lr"] == point["lr"]), 1),
         }
         for setting in SETTINGS:
