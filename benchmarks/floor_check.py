@@ -7,12 +7,12 @@ Run in a project whose ``data/prepared`` and ``models/`` are the full data's. Th
 cooldown after two windows of ``data_hunger.plateau_window`` scores at the earliest: a run whose cooldown began
 there (``stopped_at_floor`` in ``metrics/data_hunger.json``) ended as early as the rule allows, so the floor, not
 its validation curve, may have set its length. For every trained arm's size with such a run, this trains the first
-seed (the one that chooses the learning rate in the committed run) at every learning rate of the arm's grid twice
-on this machine, in one process: with the committed windows and with windows of ``--window`` scores (a floor that
-many scores earlier). It reports whether the choice (the sweeps' rule on validation, ``protocol.choose_lr``)
-changes, and the chosen run's validation score, steps and test accuracy under each floor. The test set chooses
-nothing: it is scored once per floor, for the chosen run only, to say whether the floor moves the reported number.
-Both floors run here, so a difference is the floor's, not the machine's.
+seed (the one that chose the learning rate in the run before issue 37's rerun) at every learning rate of the arm's
+grid twice on this machine, in one process: with the committed windows and with windows of ``--window`` scores (a
+floor that many scores earlier). It reports whether the choice (the sweeps' rule on validation,
+``protocol.choose_lr``) changes, and the chosen run's validation score, steps and test accuracy under each floor.
+The test set chooses nothing: it is scored once per floor, for the chosen run only, to say whether the floor moves
+the reported number. Both floors run here, so a difference is the floor's, not the machine's.
 
     python benchmarks/floor_check.py --trend accuracy --reference DIR [DIR ...] --out metrics/floor_rule.json
 

@@ -1,5 +1,6 @@
 """Does a schedule let the curve's trained runs end on their own? One seed's run per (arm, point, lr) under a
-schedule other than the committed one, beside the committed run of that seed at that lr.
+given schedule (the pilot that adopted ``plateau`` ran it while ``cosine`` was committed), beside the committed run
+of that seed at that lr.
 
     python benchmarks/protocol_pilot.py --schedule plateau scratch:2:0.001 cnn:3:0.003 > metrics/protocol_pilot.json
 

@@ -2,7 +2,7 @@
 pilot on the validation curves that finished sweeps left in MLflow: nothing trains and no test score is read.
 
     python benchmarks/pruning_pilot.py --store ../rerun_adopted \\
-        --points ../rerun_adopted/metrics/data_hunger --out metrics/pruning_pilot.json
+        --points ../rerun_adopted/metrics/data_hunger --out metrics/pruning_pilot/adopted_rule.json
 
 ``--store`` is a project whose ``mlflow.db`` holds the sweeps' runs, ``--points`` the folder of their point files
 (``<arm>_<point>.json``). The sweeps' choice (``protocol.choose_on_validation``) trains every rate of the grid to
