@@ -159,7 +159,7 @@ class _DataHungerShared:
     max_epochs: int  # the budget: a run's step cap and its schedule's span, in passes over its training set...
     min_steps: int  # ... and never fewer steps than this (at 10 per class an epoch is one step)
     scores: int  # validation scores per run, evenly spaced over the budget, besides step 0's
-    patience: int  # validation scores without a better one before a run stops (plateau: before its cooldown)
+    patience: int  # validation scores without a better one before a run stops (plateau: the default window)
     plateau_window: int  # plateau schedule: scores in each of the two windows whose means its rule compares
     plateau_score: Literal["loss", "accuracy"]  # plateau schedule: the validation score those windows compare
     cap_factor: int  # plateau schedule: a run may train up to this many budgets before it must stop

@@ -67,7 +67,8 @@ class ScratchRecipe(EpochRecipe):
 @dataclass(frozen=True)
 class GridOptimiser:
     """An arm's optimiser with a grid of learning rates, written before any run; the sweep picks one per size on
-    the validation split (the first seed's run with the best validation score, ``plateau.better_score``)."""
+    the validation split (the best mean validation score over ``data_hunger.choice_seeds`` seeds,
+    ``plateau.better_score`` within each run)."""
 
     optimizer: Literal["adam", "adamw"]
     lrs: list[float]

@@ -96,7 +96,7 @@ def runs_table(curve: dict) -> str:
         lines += [
             "",
             f"Of the {runs} trained runs kept, {cap} stopped at the cap and {floor} at the floor "
-            "(the cooldown begun at the first score the rule allows: two windows of patience scores).",
+            "(the cooldown begun at the first score the rule allows: two windows of `plateau_window` scores).",
         ]
     return "\n".join(lines)
 
@@ -106,7 +106,7 @@ def yes_no(value: bool) -> str:
 
 
 def grid_edges_table(edges: dict) -> str:
-    """Every learning-rate choice at an end of its grid, against one step past that end on the seed that chooses,
+    """Every learning-rate choice at an end of its grid, against one step past that end on the seeds that choose,
     then every probe's ridge at an end of its grid refitted with that grid one step wider
     (``benchmarks/grid_edges.py``): whether a wider grid would have kept the choice."""
     lines = ["| arm | per class | grid | chosen: val acc, loss | one step past: val acc, loss, kept / last step "
@@ -179,16 +179,16 @@ def floor_table(floor: dict) -> str:
 
 
 def floor_rule_table(check: dict) -> str:
-    """The candidate plateau rule (``plateau_score: accuracy``) against the committed one in each floor cell
-    (``benchmarks/floor_check.py --trend accuracy``): each rule's chosen rate, its mean validation accuracy over the
-    choice seeds, their steps and how many ended at the floor; whether the candidate passes the rule written before
-    the check ran, and the verdict. Validation only: no test score."""
+    """The candidate plateau rule (``plateau_score: accuracy``) against the one committed when the check ran (loss)
+    in each floor cell (``benchmarks/floor_check.py --trend accuracy``): each rule's chosen rate, its mean
+    validation accuracy over the choice seeds, their steps and how many ended at the floor; whether the candidate
+    passes the rule written before the check ran, and the verdict. Validation only: no test score."""
     lines = [
         f"Choice seeds, every learning rate of the grid, validation only; {check['runtime']}. The candidate passes "
         f"in {check['passed']} of {check['of']} cells checked: **{check['verdict']}**.",
         "",
-        "| arm | per class | committed (loss): lr, validation accuracy, steps, at the floor | candidate (accuracy): "
-        "lr, validation accuracy, steps, at the floor | allowed shortfall | passes |",
+        "| arm | per class | then committed (loss): lr, validation accuracy, steps, at the floor | candidate "
+        "(accuracy): lr, validation accuracy, steps, at the floor | allowed shortfall | passes |",
         "|---|---|---|---|---|---|",
     ]
     for cell in check["cells"]:
@@ -426,18 +426,20 @@ def precision_table(change: dict) -> str:
     return "\n".join(lines)
 
 
-def replication_table(change: dict) -> str:
-    """Each stated comparison of the curve in the committed run and in the replication with fresh seeds (issue 37:
-    new subsets and backbones), with the pooled interval over both runs' seeds beside them
-    (``metrics/replication/comparison.json``), and how many verdicts held, moved and flipped."""
+def replication_table(change: dict, reference_name: str = "committed run") -> str:
+    """Each stated comparison of the curve in the committed run (or the run ``reference_name`` names, the one it
+    was held against) and in the replication with fresh seeds (issue 37: new subsets and backbones), with the
+    pooled interval over both runs' seeds beside them (``metrics/replication/comparison.json``), and how many
+    verdicts held, moved and flipped."""
     reference, other = (" and ".join(change["runtime"][run]) for run in ("reference", "other"))
     held, compared, flipped = change["held"], change["compared"], change["flipped"]
+    name = reference_name[0].upper() + reference_name[1:]
     lines = [
-        f"Committed run: {reference}. Replication: {other}. {held} of {compared} comparisons keep their verdict with "
+        f"{name}: {reference}. Replication: {other}. {held} of {compared} comparisons keep their verdict with "
         f"overlapping intervals; {compared - held} do not, {flipped} of them flipping between ahead and behind. The "
         f"learning rate chosen is the same in {change['same_learning_rate']} arm-by-size cells.",
         "",
-        "| A - B | per class | committed run | replication (fresh seeds) | same verdict | intervals overlap "
+        f"| A - B | per class | {reference_name} | replication (fresh seeds) | same verdict | intervals overlap "
         "| pooled over both runs' seeds |",
         "|---|---|---|---|---|---|---|",
     ]
@@ -448,30 +450,33 @@ def replication_table(change: dict) -> str:
     return "\n".join(lines)
 
 
-def cross_kind_table(change: dict, n_val: int) -> str:
+def cross_kind_table(change: dict, n_val: int, names: tuple[str, str] = ("committed run", "this run")) -> str:
     """The committed curve's sweeps that another CPU kind or precision ran, run again on this one with the same
     seeds and code (``metrics/rerun_cpu/comparison.json``): each cell's chosen learning rate in both runs, with its
     margin (the chosen rate's mean validation accuracy over the choice seeds minus the runner-up's) beside the
-    standard error of one validation accuracy on ``n_val`` images; then the comparisons both runs hold."""
+    standard error of one validation accuracy on ``n_val`` images; then the comparisons both runs hold. ``names``
+    are the reference run's and the other's, for a second run that is not a rerun of the committed one."""
     reference, other = (" and ".join(change["runtime"][run]) for run in ("reference", "other"))
     cells = [(arm, n, c) for arm, by_size in change["learning_rates"].items() for n, c in by_size.items()]
     cells.sort(key=lambda cell: (TABLE_ORDER.index(cell[0]), int(cell[1])))
+    first, second = names
     lines = [
-        f"Committed run: {reference}. This run: {other}. The learning rate chosen is the same in "
+        f"{first[0].upper()}{first[1:]}: {reference}. {second[0].upper()}{second[1:]}: {other}. The learning rate "
+        f"chosen is the same in "
         f"{change['same_learning_rate']} cells; {change['held']} of {change['compared']} comparisons keep their "
         f"verdict with overlapping intervals, {change['flipped']} flipping between ahead and behind.",
         "",
         f"Margins are in points of validation accuracy, over {n_val:,} images, where one accuracy's standard error is "
         f"at most {largest_se_points(n_val):.1f} points.",
         "",
-        "| arm | per class | committed run: lr (margin) | this run: lr (margin) | same lr |",
+        f"| arm | per class | {first}: lr (margin) | {second}: lr (margin) | same lr |",
         "|---|---|---|---|---|",
     ]
     for arm, n, cell in cells:
         runs = [f"{cell[run]:g} ({100 * cell['margin'][run]:.2f})" for run in ("reference", "other")]
         lines.append(f"| {REGISTRY[arm].label} | {n} | {runs[0]} | {runs[1]} | {yes_no(cell['same'])} |")
     if change["compared"]:
-        lines += ["", "| A - B | per class | committed run | this run | same verdict | intervals overlap |",
+        lines += ["", f"| A - B | per class | {first} | {second} | same verdict | intervals overlap |",
                   "|---|---|---|---|---|---|"]  # fmt: skip
         lines += [f"| {a} - {b} | {n} | {side_by_side(runs)} |" for a, b, n, runs in curve_rows(change)]
     return "\n".join(lines)

@@ -43,7 +43,7 @@ def verdicts_elsewhere(pair: str, n: str, shown: dict, second_runs: dict[str, di
     moved = [
         (name, c["other"]["verdict"])
         for name, c in found
-        if c and c["reference"]["mean"] == shown["mean"] and c["other"]["verdict"] != shown["verdict"]
+        if c and same_difference(c["reference"], shown) and c["other"]["verdict"] != shown["verdict"]
     ]
     return "".join(f"; *{verdict}* in {name}" for name, verdict in moved)
 
@@ -88,11 +88,17 @@ def _by_pair(cells: list[tuple[str, str, dict]]) -> str:
 
 
 def tested_rows(comparisons: dict, second_runs: dict[str, dict]) -> set[tuple[str, str]]:
-    """The (pair, size) rows that some second run was held against: its reference mean is the shown one. A second
-    run may cover some rows only (a replication under way, or one whose point files cover some arms)."""
+    """The (pair, size) rows that some second run was held against: its reference difference is the shown one,
+    mean and interval (a rerun may leave one arm's mean as it was and move its seeds, and so the interval). A
+    second run may cover some rows only (a replication under way, or one whose point files cover some arms)."""
     return {(pair, n) for pair, n, d in _cells(comparisons)
-            if any(change["comparisons"].get(n, {}).get(pair, {}).get("reference", {}).get("mean") == d["mean"]
+            if any(same_difference(change["comparisons"].get(n, {}).get(pair, {}).get("reference", {}), d)
                    for change in second_runs.values())}  # fmt: skip
+
+
+def same_difference(reference: dict, shown: dict) -> bool:
+    """Whether a second run's reference cell is the shown comparison: the same mean and 95% interval."""
+    return bool(reference) and all(reference.get(key) == shown[key] for key in ("mean", "low", "high"))
 
 
 def testing_runs(comparisons: dict, second_runs: dict[str, dict]) -> list[str]:

@@ -3,7 +3,7 @@ so that the transfer arms' intervals on the curve hold the pretraining's varianc
 uses backbone i mod k, k = 1 + len(extra_seeds), backbone 0 the masked_patch stage's. Each backbone is saved as
 ``models/masked_patch_seeds/backbone_<i>.pt`` (i from 1; ``seeds.json`` there names each one's seed) and scored
 by the same few-shot probe as stage masked_patch (``metrics/pretraining_scale/vit_masked_patch_seeds.json``).
-With no extra seed (the committed run, and the paper preset, whose backbone is ImageNet's) the folder holds
+With no extra seed (the run before issue 37's, and the paper preset, whose backbone is ImageNet's) the folder holds
 ``seeds.json`` alone.
 """
 

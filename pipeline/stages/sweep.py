@@ -12,7 +12,7 @@ The protocol: each seed draws its own subset (:mod:`pipeline.data.subsets`). A t
 ``prune_z`` standard errors behind on the first seed stops there), keeps the one with the best mean validation
 score (accuracy, then loss: ``plateau.better_score``) with its runs, and runs the other seeds at it (the transfer
 arms' seed i through backbone i mod k, ``masked_patch.extra_seeds``); every run is scored at step 0
-and ``data_hunger.scores`` times over its budget, stops when the score stops improving (or at the cap) and
+and ``data_hunger.scores`` times over its budget, stops when its plateau cooldown ends (or at the cap) and
 keeps its best-validation weights. The probes choose their ridge on validation. The test set is scored once per
 run, at the end, and never chooses anything."""
 

@@ -3,7 +3,7 @@
 
 Runs ``dvc repro``, passes every line of its output through unchanged, and at each stage DVC starts prints
 
-    [stage 17/43] sweep_cnn@2 — 12.3 min elapsed, about 70 min left (1.21x the measured times)
+    [stage 17/45] sweep_cnn@2 — 12.3 min elapsed, about 70 min left (1.21x the measured times)
 
 The total is every stage this ``dvc repro`` considers, known before it starts: the graph from ``dvc dag --dot``,
 narrowed by the targets and ``-s``/``-p``/``-P``/``--downstream`` as DVC narrows it. A stage counts once, when
@@ -169,7 +169,7 @@ def seconds_left(progress: Progress, now: float) -> tuple[float, int] | None:
 
 
 def stage_number(progress: Progress) -> str:
-    """``17/43``: the stage running now (or the last one done) out of the plan's; no total without a plan."""
+    """``17/45``: the stage running now (or the last one done) out of the plan's; no total without a plan."""
     number = len(progress.done) + (progress.current is not None)
     if progress.plan is None:
         return str(number)
@@ -178,7 +178,7 @@ def stage_number(progress: Progress) -> str:
 
 
 def progress_line(progress: Progress, now: float) -> str:
-    """``[stage 17/43] sweep_cnn@2 — 12.3 min elapsed, about 70 min left (1.21x the measured times)``."""
+    """``[stage 17/45] sweep_cnn@2 — 12.3 min elapsed, about 70 min left (1.21x the measured times)``."""
     where = progress.current or "between stages"
     line = f"[stage {stage_number(progress)}] {where} — {(now - progress.started) / 60:.1f} min elapsed"
     left = seconds_left(progress, now)

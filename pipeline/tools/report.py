@@ -67,8 +67,10 @@ def generated_blocks() -> dict[str, str]:
         "backbone_data": backbone_data_table(scale),
         "precision": precision_table(second_runs["precision_change.json"]),
         "precision_zen4": precision_table(second_runs["precision_change_zen4.json"]),
-        # the fresh-seed replication (issue 37), held verdict by verdict against the committed run
-        "replication": replication_table(read_metrics("replication/comparison.json")),
+        # the fresh-seed replication (issue 37), held verdict by verdict against the run it replicates: the rerun
+        "replication": replication_table(
+            read_metrics("replication/comparison.json"), reference_name="the rerun (loss rule)"
+        ),
         "runs": runs_table(curve),
         "grid_edges": grid_edges_table(read_metrics("grid_edges.json")),
         "floor": floor_table(read_metrics("floor_check.json")),
@@ -76,6 +78,11 @@ def generated_blocks() -> dict[str, str]:
         "floor_rule": floor_rule_table(read_metrics("floor_rule.json")),
         "cross_kind": cross_kind_table(cross_kind, curve["n_val"]),
         "cross_kind_answer": cross_kind_answer(cross_kind, curve["n_val"]),
+        # issue 37's accuracy floor rule: the committed run held against the loss rule's run before it (same seeds)
+        "adopted_rule": cross_kind_table(
+            read_metrics("run_before_accuracy_rule/adopted_against_it.json"), curve["n_val"],
+            names=("the loss rule's run (the rerun)", "the accuracy rule's run (committed)"),
+        ),
         "collapse": (f"ViT from scratch on {collapse['n_train']} images ({collapse['n_train_per_class']} per class), "
                      f"{len(collapse['seeds'])} seeds; the protocol's lr {collapse['protocol_lr']:g}, chosen on "
                      f"validation by the curve at this size.\n\n" + collapse_table(collapse)),

@@ -22,7 +22,7 @@ class Stopping:
     ``eval_every`` steps (and at step 0 where ``score_at_start``), stop after ``patience`` scores without a
     better one or at the recipe's step cap, keep the weights of the best score. Better: a higher validation
     accuracy, or the same accuracy at a lower validation loss (:func:`better_score`). Under the ``plateau``
-    schedule, a levelled-off validation loss (over two windows of ``patience`` scores) begins the
+    schedule, a levelled-off validation loss (over two windows of ``window`` scores) begins the
     :class:`Cooldown` instead, and the run stops when it ends (still keeping the best-scored weights, before or
     during the decay). With ``trend="accuracy"`` the windows compare the validation accuracy instead (levelled
     off: the last window's mean no higher than the one before): the selection score, which at 10 and 25 images
@@ -40,7 +40,7 @@ class Stopping:
 
 def better_score(record: dict, best: dict) -> bool:
     """The selection rule of every arm: validation accuracy first (what the test reports), the loss breaking
-    ties (300 validation images give accuracy in steps of 1/300, so ties are common)."""
+    ties (accuracy moves in steps of one image, 1/1,500 on the committed split, so ties happen)."""
     if not best:
         return True
     if math.isnan(best["val_loss"]):  # never keep a NaN over a number (NaN compares false both ways)

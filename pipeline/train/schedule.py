@@ -66,9 +66,10 @@ class Cooldown:
     """The ``plateau`` schedule's decay, begun by the validation rule rather than by a step count
     (warmup-stable-decay: Hägele et al. 2024, "Scaling Laws and Compute-Optimal Training Beyond Fixed Training
     Durations", find that a linear cooldown over the last 10-20% of training matches a cosine schedule of the same
-    length). The rate stays constant until the validation loss has levelled off: its mean over the last
-    ``Stopping.patience`` scores is no lower than over the ``patience`` scores before them (a trend, which one
-    lucky score at a constant rate does not set off, as a best-so-far rule is); it then falls linearly to 0 over
+    length). The rate stays constant until the validation score has levelled off: its mean over the last
+    ``Stopping.window`` scores is no better than over the ``window`` scores before them (the loss or, under
+    ``Stopping.trend="accuracy"``, the accuracy: a trend, which one lucky score at a constant rate does not set
+    off, as a best-so-far rule is); it then falls linearly to 0 over
     ``fraction`` of the steps so far, and the run ends there. So a run's length is set by its validation curve,
     and the step cap only bounds one that never levels off."""
 

@@ -95,6 +95,25 @@ def issue37_rerun() -> dict:
     return partial_run_for("issue37_rerun")
 
 
+def adopted_run() -> dict:
+    return partial_run_for("issue37_adopted_rule")
+
+
+def adopted_minutes(pauses: bool = True) -> float:
+    """The accuracy rule's run's stage minutes, with or without the pauses (SIGSTOP for test runs) they include."""
+    run = adopted_run()
+    return (sum(run["stage_seconds"].values()) - (0 if pauses else sum(run["paused_seconds"].values()))) / 60
+
+
+def adopted_sweep_ratios() -> list[float]:
+    """Each trained sweep's time under the accuracy rule over the loss rule's, on the same machine kind."""
+    return [r for stage, r in adopted_run()["same_cpu_kind_loss_rule"].items() if stage.startswith("sweep_")]
+
+
+def arm_curve_seconds(run: dict, arm: str) -> float:
+    return sum(seconds for stage, seconds in run["stage_seconds"].items() if stage.startswith(f"sweep_{arm}@"))
+
+
 def cnn_curve_seconds(run: dict) -> float:
     return sum(seconds for stage, seconds in run["stage_seconds"].items() if stage.startswith("sweep_cnn@"))
 
@@ -108,6 +127,12 @@ def verdicts_held(name: str, part: str | None = None) -> str:
 
 RERUN_AGAINST_BEFORE = "run_before_issue37/rerun_against_it.json"
 REPLICATION = "replication/comparison.json"
+ADOPTED_AGAINST_BEFORE = "run_before_accuracy_rule/adopted_against_it.json"  # the accuracy rule's run, the rerun
+
+
+def runs_at_floor(name: str = "data_hunger.json") -> int:
+    """Kept trained runs whose cooldown began at the plateau rule's floor, over every arm and size."""
+    return sum(cell.get("stopped_at_floor", 0) for arm in committed(name)["runs"].values() for cell in arm.values())
 
 
 def replication_margins_under_a_point() -> str:
@@ -196,7 +221,7 @@ QUOTED = [
     # the binomial standard error of one validation accuracy at 70%, in points, on the committed and the rerun's split
     ("docs/results.md", "at 70% accuracy: {:.1f} points on 300 images", lambda: 100 * (0.7 * 0.3 / 300) ** 0.5),
     ("docs/results.md", "{:.1f} points on 1,500 |", lambda: 100 * (0.7 * 0.3 / 1500) ** 0.5),
-    ("README.md", "pre-registered rule it is {}ed for", lambda: committed("floor_rule.json")["verdict"]),
+    ("README.md", "pre-registered rule it was {}ed for", lambda: committed("floor_rule.json")["verdict"]),
     ("docs/results.md", "`masked_patch` stage in {:.1f} s", lambda: floor_and_cross_kind()["masked_patch"]),
     ("docs/results.md", "`masked_patch_seeds` in {:.1f} s", lambda: floor_and_cross_kind()["masked_patch_seeds"]),
     ("docs/results.md", "the runs at the chosen rates take {:.0%}", lambda: pilot("adopted_rule")["kept_share"]),
@@ -283,6 +308,20 @@ QUOTED = [
     ),
     (RESULTS, "the rerun kept {} of these verdicts", lambda: verdicts_held(RERUN_AGAINST_BEFORE)),
     ("README.md", "the rerun kept {} of the curve's verdicts", lambda: verdicts_held(RERUN_AGAINST_BEFORE)),
+    ("README.md", "the accuracy rule's run kept {} of the curve's", lambda: verdicts_held(ADOPTED_AGAINST_BEFORE)),
+    ("README.md", "the stages it ran took {:.1f} stage minutes", adopted_minutes),
+    ("README.md", "minutes ({:.1f} without the pauses", lambda: adopted_minutes(pauses=False)),
+    ("README.md", "the small ResNet's curve {:,.1f} s and", lambda: cnn_curve_seconds(adopted_run())),
+    ("README.md", "the ViT from scratch's {:,.1f} s of them", lambda: arm_curve_seconds(adopted_run(), "scratch")),
+    ("README.md", "sweep took {:.2f}x to", lambda: min(adopted_sweep_ratios())),
+    ("README.md", "to {:.2f}x the same stage under the loss rule", lambda: max(adopted_sweep_ratios())),
+    (
+        "README.md",
+        "learning rate in {} arm-by-size cells",
+        lambda: committed(ADOPTED_AGAINST_BEFORE)["same_learning_rate"],
+    ),
+    ("README.md", "{} of its 75 kept runs began", runs_at_floor),
+    ("README.md", "floor (the rerun: {}), none", lambda: runs_at_floor("run_before_accuracy_rule/data_hunger.json")),
     (RESULTS, "this axis kept {} shared verdicts", lambda: verdicts_held(RERUN_AGAINST_BEFORE, "pretraining")),
     (
         RESULTS,

@@ -75,8 +75,9 @@ def test_a_verdict_holm_drops_or_a_second_run_moves_is_unsettled_not_held():
                                              "75": base | {"holm": "ahead"}},
                              "linear-scratch": {"75": base | {"holm": "ahead", "holm_primary": "ahead"}},
                              "finetune-scratch": {"75": base | {"holm": "ahead"}}}}  # fmt: skip
-    agrees = {"reference": {"mean": 0.05}, "other": {"verdict": "ahead"}}
-    moved = {"comparisons": {"75": {"cnn-scratch": {"reference": {"mean": 0.05}, "other": {"verdict": "level"}},
+    shown = {"mean": 0.05, "low": 0.01, "high": 0.09}  # what a second run held against these results saw
+    agrees = {"reference": shown, "other": {"verdict": "ahead"}}
+    moved = {"comparisons": {"75": {"cnn-scratch": {"reference": shown, "other": {"verdict": "level"}},
                                     "linear-scratch": agrees, "finetune-scratch": agrees},
                              "10": {"cnn-scratch": agrees}}}  # fmt: skip
     evaluate = {"scratch": {"test_acc": {"mean": 0.333}, "collapse": 1.0},
@@ -121,8 +122,12 @@ def test_while_no_second_run_tests_the_shown_results_nothing_is_said_to_hold():
     assert "What holds" not in text
     assert "**What survives Holm, not yet replicated** (3 of 4 comparisons" in text
     assert "**Unsettled** (1 more are nominally ahead or behind, but fail Holm):" in text
-    same = {"comparisons": {"10": {"cnn-scratch": {"reference": {"mean": 0.05}, "other": {"verdict": "ahead"}}}}}
+    shown = {"mean": 0.05, "low": 0.01, "high": 0.09}
+    same = {"comparisons": {"10": {"cnn-scratch": {"reference": shown, "other": {"verdict": "ahead"}}}}}
     assert testing_runs(comparisons, {"the run before": older, "the replication": same}) == ["the replication"]
+    # the same mean by coincidence, its seeds moved (a rerun that left one arm's mean as it was): not this row
+    coincidence = {"comparisons": {"10": {"cnn-scratch": {"reference": shown | {"low": 0.02}, "other": {}}}}}
+    assert testing_runs(comparisons, {"the run before": coincidence}) == []
     rows = verdict_table(comparisons, {"the run before": older}).splitlines()
     assert rows[2].endswith("| ahead | ahead |  | not tested yet |")
     rows = verdict_table(comparisons, {"the run before": older, "the replication": same}).splitlines()
