@@ -3,6 +3,7 @@ its full rerun of the committed pipeline, each across as many working sessions a
 
     python benchmarks/replication.py --work ../replication     # hours: every trained arm of the curve again
     python benchmarks/precision_change.py metrics/replication > metrics/replication/comparison.json
+    # the loss rule's run's replication: metrics/run_before_accuracy_rule/replication/, held against that run
     python benchmarks/replication.py --rerun --work ../rerun   # hours: every stage of this commit's dvc.yaml
     python benchmarks/replication.py --work ../replication --only backbone ... evaluate   # see ONLY below
     python benchmarks/replication.py --adopted --work ../rerun_adopted   # hours: --rerun with ADOPTED_CHANGES

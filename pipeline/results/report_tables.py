@@ -429,7 +429,7 @@ def precision_table(change: dict) -> str:
 def replication_table(change: dict, reference_name: str = "committed run") -> str:
     """Each stated comparison of the curve in the committed run (or the run ``reference_name`` names, the one it
     was held against) and in the replication with fresh seeds (issue 37: new subsets and backbones), with the
-    pooled interval over both runs' seeds beside them (``metrics/replication/comparison.json``), and how many
+    pooled interval over both runs' seeds beside them (``comparison.json`` in its folder), and how many
     verdicts held, moved and flipped."""
     reference, other = (" and ".join(change["runtime"][run]) for run in ("reference", "other"))
     held, compared, flipped = change["held"], change["compared"], change["flipped"]
@@ -462,9 +462,9 @@ def cross_kind_table(change: dict, n_val: int, names: tuple[str, str] = ("commit
     first, second = names
     lines = [
         f"{first[0].upper()}{first[1:]}: {reference}. {second[0].upper()}{second[1:]}: {other}. The learning rate "
-        f"chosen is the same in "
-        f"{change['same_learning_rate']} cells; {change['held']} of {change['compared']} comparisons keep their "
-        f"verdict with overlapping intervals, {change['flipped']} flipping between ahead and behind.",
+        f"chosen is the same in {change['same_learning_rate']} cells; {change['held']} of {change['compared']} "
+        f"comparisons keep their verdict with overlapping intervals, {change['flipped']} flipping between ahead and "
+        "behind.",
         "",
         f"Margins are in points of validation accuracy, over {n_val:,} images, where one accuracy's standard error is "
         f"at most {largest_se_points(n_val):.1f} points.",

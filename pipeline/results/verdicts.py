@@ -32,7 +32,8 @@ def comparisons_table(comparisons: dict) -> str:
 SECOND_RUNS = {
     "precision_change.json": "the fp32 rerun",
     "precision_change_zen4.json": "the Zen 4 rerun",
-    "replication/comparison.json": "the replication",
+    # the fresh-seed replication of the loss rule's run, kept beside that run since the accuracy rule's replaced it
+    "run_before_accuracy_rule/replication/comparison.json": "the loss rule's replication",
 }
 
 

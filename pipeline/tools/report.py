@@ -69,7 +69,7 @@ def generated_blocks() -> dict[str, str]:
         "precision_zen4": precision_table(second_runs["precision_change_zen4.json"]),
         # the fresh-seed replication (issue 37), held verdict by verdict against the run it replicates: the rerun
         "replication": replication_table(
-            read_metrics("replication/comparison.json"), reference_name="the rerun (loss rule)"
+            read_metrics("run_before_accuracy_rule/replication/comparison.json"), reference_name="the rerun (loss rule)"
         ),
         "runs": runs_table(curve),
         "grid_edges": grid_edges_table(read_metrics("grid_edges.json")),

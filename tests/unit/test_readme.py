@@ -126,7 +126,7 @@ def verdicts_held(name: str, part: str | None = None) -> str:
 
 
 RERUN_AGAINST_BEFORE = "run_before_issue37/rerun_against_it.json"
-REPLICATION = "replication/comparison.json"
+REPLICATION = "run_before_accuracy_rule/replication/comparison.json"  # the loss rule's run's
 ADOPTED_AGAINST_BEFORE = "run_before_accuracy_rule/adopted_against_it.json"  # the accuracy rule's run, the rerun
 
 

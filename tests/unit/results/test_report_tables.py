@@ -90,6 +90,9 @@ def test_replication_table_puts_the_pooled_ten_seed_interval_beside_both_runs_an
                                      "same_verdict": False, "overlap": False, "pooled": d(0.0, "level")}},
         },
     }  # fmt: skip
+    named = replication_table(change, reference_name="the rerun (loss rule)").splitlines()
+    assert named[0].startswith("The rerun (loss rule): cpu bf16. Replication: cpu fp32 and cpu bf16.")
+    assert named[2].startswith("| A - B | per class | the rerun (loss rule) | replication (fresh seeds) |")
     rows = replication_table(change).splitlines()
     assert rows[0] == (
         "Committed run: cpu bf16. Replication: cpu fp32 and cpu bf16. 1 of 2 comparisons keep their verdict with "
@@ -202,6 +205,15 @@ def test_cross_kind_table_sets_each_cells_learning_rate_and_margin_beside_the_st
     assert rows[-1].startswith("| small ResNet from scratch - ViT from scratch | 10 | +0.060 [+0.040, +0.080] ahead")
     without = report_tables.cross_kind_table(change | {"compared": 0, "held": 0, "comparisons": {}}, 1500)
     assert "| A - B |" not in without
+    # a second run that is not a rerun of the committed one names both runs in the sentence and the headers
+    named = report_tables.cross_kind_table(change, 1500, names=("the loss rule's run", "the accuracy rule's run"))
+    named = named.splitlines()
+    assert named[0].startswith("The loss rule's run: cpu bf16 (AVX512). The accuracy rule's run: cpu fp32")
+    assert (
+        named[4]
+        == "| arm | per class | the loss rule's run: lr (margin) | the accuracy rule's run: lr (margin) | same lr |"
+    )
+    assert named[-3].startswith("| A - B | per class | the loss rule's run | the accuracy rule's run |")
 
 
 def test_floor_rule_table_sets_both_rules_side_by_side_with_the_pre_registered_verdict():
