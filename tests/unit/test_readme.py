@@ -130,6 +130,12 @@ REPLICATION = "run_before_accuracy_rule/replication/comparison.json"  # the loss
 ADOPTED_AGAINST_BEFORE = "run_before_accuracy_rule/adopted_against_it.json"  # the accuracy rule's run, the rerun
 
 
+def grid_margins_points() -> list[float]:
+    """Each edge choice's mean validation accuracy over its one-step-past value's, in points (the grid check)."""
+    runs = committed("grid_edges.json")["runs"]
+    return [100 * (r["chosen_val"]["val_acc"] - r["beyond_run"]["val_acc"]) for r in runs]
+
+
 def runs_at_floor(name: str = "data_hunger.json") -> int:
     """Kept trained runs whose cooldown began at the plateau rule's floor, over every arm and size."""
     return sum(cell.get("stopped_at_floor", 0) for arm in committed(name)["runs"].values() for cell in arm.values())
@@ -310,6 +316,8 @@ QUOTED = [
     ("README.md", "the rerun kept {} of the curve's verdicts", lambda: verdicts_held(RERUN_AGAINST_BEFORE)),
     ("README.md", "the accuracy rule's run kept {} of the curve's", lambda: verdicts_held(ADOPTED_AGAINST_BEFORE)),
     ("README.md", "the stages it ran took {:.1f} stage minutes", adopted_minutes),
+    ("docs/results.md", "every choice holds, by {:.1f} to", lambda: min(grid_margins_points())),
+    ("docs/results.md", "to {:.1f} points of mean validation", lambda: max(grid_margins_points())),
     ("README.md", "minutes ({:.1f} without the pauses", lambda: adopted_minutes(pauses=False)),
     ("README.md", "the small ResNet's curve {:,.1f} s and", lambda: cnn_curve_seconds(adopted_run())),
     ("README.md", "the ViT from scratch's {:,.1f} s of them", lambda: arm_curve_seconds(adopted_run(), "scratch")),
