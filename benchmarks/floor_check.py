@@ -27,6 +27,15 @@ a cell with none is left unchecked. Per cell it reports the chosen rate, its mea
 runs at the floor under each rule, and whether the candidate passes: none of its chosen runs at the floor, and its
 chosen mean validation accuracy no more than one standard error of a difference of two accuracies below the
 committed rule's.
+
+    python benchmarks/floor_check.py --at-floor [--window 5] --out metrics/floor_runs.json
+
+asks it of the committed run itself (issue 37: "neither end of a run binds", or one run per affected cell that
+shows a lower floor changes neither its choice nor its score): every kept run that began its cooldown at the floor
+is trained again at its chosen rate, with the committed windows (``exact``: its point file's validation score,
+bit for bit, on the CPU kind and precision it ran on) and with windows of ``--window`` scores, and reports both
+runs' validation and test accuracy, steps and floor. A run on a choice seed is flagged (``choice_seed``): a lower
+floor might move the choice there, and only the grid on every choice seed can say whether it does.
 """
 
 from __future__ import annotations
@@ -98,6 +107,48 @@ def summary(cells: list[dict]) -> dict:
         "at_floor": {"committed": sum(run["at_floor"] for run, _ in pairs),
                      "lower": sum(low["at_floor"] for _, low in pairs)},
     }  # fmt: skip
+
+
+def floor_runs_cell(params, runtime, arm: str, n: str, window: int, points: Path) -> dict:
+    """``--at-floor``: the cell's kept runs at the floor (``floor_runs``), from its committed point file."""
+    curve = Curve(params.preset, params.model_name, params.backbone_model_name, params.backbone_source,
+                  params.data_hunger, params.evaluate.batch_size, runtime, params.backbone_count)  # fmt: skip
+    point = params.data_hunger.offline_sizes.index(int(n))
+    committed = read_json(points / f"{arm}_{point}.json")
+    module = arm_module(arm)
+    lower = dataclasses.replace(curve, config=dataclasses.replace(curve.config, plateau_window=window))
+    runs = floor_runs(module, (curve, lower), module.point_data(curve, point), committed,
+                      params.seeds[: params.data_hunger.choice_seeds])  # fmt: skip
+    return {"arm": arm, "n_train_per_class": int(n), "point": point, "lr": committed["lr"], "runs": runs}
+
+
+def floor_runs(module, curves: tuple[Curve, Curve], data, committed: dict, choice_seeds: list[int]) -> list[dict]:
+    """Each kept run of ``committed`` (a point file) that began its cooldown at the floor, trained again at its
+    chosen rate under the committed windows (``curves[0]``: it must give its point file's validation score,
+    ``exact``) and under lower ones (``curves[1]``). A run on a choice seed is flagged: a lower floor could move
+    the choice there, which one run cannot show. The test set is scored once per floor for each run, to say
+    whether the floor moves the reported number; it chooses nothing."""
+    windows = [curve.config.plateau_window for curve in curves]
+
+    def record(result: dict, window: int) -> dict:
+        test = result.pop("score")()["test_acc"]
+        return {k: result[k] for k in KEPT if k in result} | {"at_floor": stopped_at_floor(result, window),
+                                                              "test_acc": test}  # fmt: skip
+
+    runs = []
+    for seed, kept in committed["runs"].items():
+        if not stopped_at_floor(kept, windows[0]):
+            continue
+        again, lowered = (record(module.run_seed(curve, data, int(seed), committed["lr"]), window)
+                          for curve, window in zip(curves, windows, strict=True))  # fmt: skip
+        runs.append({
+            "seed": int(seed), "choice_seed": int(seed) in choice_seeds,
+            "committed": {k: kept[k] for k in ("val_acc", "val_loss", "steps", "test_acc")},
+            "exact": (again["val_acc"], again["val_loss"]) == (kept["val_acc"], kept["val_loss"]),
+            "again": again, "lower": lowered,
+            "val_change": lowered["val_acc"] - again["val_acc"], "test_change": lowered["test_acc"] - again["test_acc"],
+        })  # fmt: skip
+    return runs
 
 
 def candidate_choice(module, curve: Curve, data, seeds: list[int], lrs: list[float]) -> dict:
@@ -208,8 +259,12 @@ def main() -> None:
     reference_help = "--trend: folders of the committed rule's point files; each cell's from this CPU kind is used"
     parser.add_argument("--reference", type=Path, nargs="+", help=reference_help)
     parser.add_argument("--arms", nargs="+", choices=TRAINED, default=TRAINED, help="--trend: the arms to check")
+    at_floor_help = "each kept run at the floor of the committed point files, again at its rate and a lower floor"
+    parser.add_argument("--at-floor", action="store_true", help=at_floor_help)
     parser.add_argument("--out", type=Path, help="rewritten after every cell (default: printed at the end)")
     args = parser.parse_args()
+    if args.trend and args.at_floor:
+        parser.error("--trend and --at-floor are two different checks: give one of them")
     if args.trend and not args.reference:
         parser.error("--trend needs --reference: the committed rule's point files from this machine")
     params = load_params()
@@ -219,6 +274,16 @@ def main() -> None:
         check_rule(params, runtime, cells, args)
         return
     results = []
+    if args.at_floor:
+        windows = {"committed": params.data_hunger.plateau_window, "lower": args.window}
+        for arm, n in cells:
+            results.append(floor_runs_cell(params, runtime, arm, n, args.window, Path("metrics/data_hunger")))
+            document = {"runtime": runtime.describe(), "windows": windows, "cells": results}
+            if args.out:
+                write_text(args.out, json.dumps(document, indent=1) + "\n")
+        if not args.out:
+            print(json.dumps({"runtime": runtime.describe(), "windows": windows, "cells": results}, indent=1))
+        return
 
     def document() -> str:
         return json.dumps({

@@ -107,3 +107,29 @@ def test_each_cells_committed_rule_comes_from_this_cpu_kind_and_precision(tmp_pa
     assert floor_check.same_kind_reference([committed, rerun], "cnn_0.json", here) is None
     zen4 = "cpu bf16 (AVX512, native bf16: avx512_bf16 (step 1.61x))"
     assert floor_check.same_kind_reference([committed, rerun], "cnn_0.json", zen4) == committed / "cnn_0.json"
+
+
+def test_each_kept_run_at_the_floor_is_trained_again_at_its_rate_under_both_floors():
+    """Windows of 2 scores (committed): the floor is step 30; of 1 (lower): step 10, which the lower run passes
+    (its cooldown begins at step 20). Seed 3's kept run began its cooldown at the floor, seed 4's did not; only
+    seed 3 trains, at the committed rate, once per floor, and its test score is read once per floor."""
+    from types import SimpleNamespace
+
+    calls = []
+
+    def run_seed(curve, data, seed, lr):
+        calls.append((curve.config.plateau_window, seed, lr))
+        lower = curve.config.plateau_window == 1
+        run = scored_run(0.62 if lower else 0.60, decay_step=20 if lower else 30)
+        return run | {"score": lambda: {"test_acc": 0.59 if lower else 0.58}}
+
+    committed = {"lr": 0.003, "runs": {
+        "3": scored_run(0.60, decay_step=30) | {"test_acc": 0.58}, "4": scored_run(0.70, decay_step=40)}}  # fmt: skip
+    curves = tuple(SimpleNamespace(config=SimpleNamespace(plateau_window=w)) for w in (2, 1))
+    runs = floor_check.floor_runs(SimpleNamespace(run_seed=run_seed), curves, None, committed, [0, 1, 2])
+    assert calls == [(2, 3, 0.003), (1, 3, 0.003)]
+    (run,) = runs
+    assert (run["seed"], run["choice_seed"], run["exact"]) == (3, False, True)
+    assert run["again"]["at_floor"] and not run["lower"]["at_floor"]
+    assert run["val_change"] == pytest.approx(0.02) and run["test_change"] == pytest.approx(0.01)
+    assert floor_check.floor_runs(SimpleNamespace(run_seed=run_seed), curves, None, committed, [3])[0]["choice_seed"]
