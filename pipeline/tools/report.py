@@ -76,7 +76,8 @@ def generated_blocks() -> dict[str, str]:
         "floor": floor_table(read_metrics("floor_check.json")),
         # issue 37's targets: the floor's candidate rule, and the choices on another CPU kind (same seeds)
         "floor_rule": floor_rule_table(read_metrics("floor_rule.json")),
-        "cross_kind": cross_kind_table(cross_kind, curve["n_val"]),
+        # the rerun's sweeps on another CPU kind: held against the rerun, the loss rule's run before the committed one
+        "cross_kind": cross_kind_table(cross_kind, curve["n_val"], names=("the rerun (loss rule)", "this run")),
         "cross_kind_answer": cross_kind_answer(cross_kind, curve["n_val"]),
         # issue 37's accuracy floor rule: the committed run held against the loss rule's run before it (same seeds)
         "adopted_rule": cross_kind_table(
