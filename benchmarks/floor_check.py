@@ -64,6 +64,12 @@ def floor_cells(curve: dict) -> list[tuple[str, str]]:
             if run.get("stopped_at_floor", 0) > 0]  # fmt: skip
 
 
+def committed_curve(params, runtime, config) -> Curve:
+    """The sweeps' curve of ``params`` on ``runtime`` with the data_hunger section ``config`` (a rule varied)."""
+    return Curve(params.preset, params.model_name, params.backbone_model_name, params.backbone_source,
+                 config, params.evaluate.batch_size, runtime, params.backbone_count)  # fmt: skip
+
+
 def first_seed_choice(module, curve: Curve, data, seed: int, lrs: list[float]) -> dict:
     """The first seed at every ``lr``: each run's validation record, the choice, and the chosen run's test score."""
     runs = {lr: module.run_seed(curve, data, seed, lr) for lr in lrs}
@@ -80,8 +86,7 @@ def first_seed_choice(module, curve: Curve, data, seed: int, lrs: list[float]) -
 
 def check_cell(params, runtime, arm: str, n: str, window: int) -> dict:
     """One cell under the committed floor and the lower one; whether the choice holds, and the score's change."""
-    curve = Curve(params.preset, params.model_name, params.backbone_model_name, params.backbone_source,
-                  params.data_hunger, params.evaluate.batch_size, runtime, params.backbone_count)  # fmt: skip
+    curve = committed_curve(params, runtime, params.data_hunger)
     point = params.data_hunger.offline_sizes.index(int(n))
     module = arm_module(arm)
     data = module.point_data(curve, point)  # shared: the floor changes training, not the data
@@ -111,8 +116,7 @@ def summary(cells: list[dict]) -> dict:
 
 def floor_runs_cell(params, runtime, arm: str, n: str, window: int, points: Path) -> dict:
     """``--at-floor``: the cell's kept runs at the floor (``floor_runs``), from its committed point file."""
-    curve = Curve(params.preset, params.model_name, params.backbone_model_name, params.backbone_source,
-                  params.data_hunger, params.evaluate.batch_size, runtime, params.backbone_count)  # fmt: skip
+    curve = committed_curve(params, runtime, params.data_hunger)
     point = params.data_hunger.offline_sizes.index(int(n))
     committed = read_json(points / f"{arm}_{point}.json")
     module = arm_module(arm)
@@ -200,8 +204,7 @@ def rule_cell(params, runtime, arm: str, n: str, reference: Path) -> dict:
     """One floor cell under the candidate trend (``data_hunger.plateau_score: accuracy``) against the committed
     rule's point file ``reference``; whether the candidate passes there."""
     config = dataclasses.replace(params.data_hunger, plateau_score="accuracy")
-    curve = Curve(params.preset, params.model_name, params.backbone_model_name, params.backbone_source,
-                  config, params.evaluate.batch_size, runtime, params.backbone_count)  # fmt: skip
+    curve = committed_curve(params, runtime, config)
     point = params.data_hunger.offline_sizes.index(int(n))
     module = arm_module(arm)
     data = module.point_data(curve, point)
@@ -276,13 +279,13 @@ def main() -> None:
     results = []
     if args.at_floor:
         windows = {"committed": params.data_hunger.plateau_window, "lower": args.window}
+        document = {"runtime": runtime.describe(), "windows": windows, "cells": results}  # filled cell by cell
         for arm, n in cells:
             results.append(floor_runs_cell(params, runtime, arm, n, args.window, Path("metrics/data_hunger")))
-            document = {"runtime": runtime.describe(), "windows": windows, "cells": results}
             if args.out:
                 write_text(args.out, json.dumps(document, indent=1) + "\n")
         if not args.out:
-            print(json.dumps({"runtime": runtime.describe(), "windows": windows, "cells": results}, indent=1))
+            print(json.dumps(document, indent=1))
         return
 
     def document() -> str:

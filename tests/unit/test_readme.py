@@ -115,7 +115,7 @@ def arm_curve_seconds(run: dict, arm: str) -> float:
 
 
 def cnn_curve_seconds(run: dict) -> float:
-    return sum(seconds for stage, seconds in run["stage_seconds"].items() if stage.startswith("sweep_cnn@"))
+    return arm_curve_seconds(run, "cnn")
 
 
 def verdicts_held(name: str, part: str | None = None) -> str:
