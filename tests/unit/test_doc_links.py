@@ -1,4 +1,4 @@
-"""Links between the documents land on a heading, and docs/results.md's contents lists each of its sections, so
+"""Links between the documents land on a heading, and the long pages' contents list each of their sections, so
 renaming a heading cannot leave a reader at the top of a 900-line page."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 HEADING = re.compile(r"^(#{2,3}) (.+)$", re.MULTILINE)
 LINK = re.compile(r"\]\(([\w./-]*)#([\w-]+)\)")
+WITH_CONTENTS = ("docs/results.md", "docs/pipeline.md")
 CONTENTS_ITEM = re.compile(r"^( *)- \[(.+)\]\(#([\w-]+)\)$", re.MULTILINE)
 
 
@@ -37,8 +38,9 @@ def test_every_link_to_a_section_lands_on_a_heading():
             assert fragment in anchors(path), f"{source.name} links to {target}#{fragment}, which has no heading"
 
 
-def test_the_results_page_lists_every_section_in_order():
-    text = (REPO / "docs" / "results.md").read_text()
-    listed = [(len(indent) // 2 + 2, title, link) for indent, title, link in CONTENTS_ITEM.findall(text)]
-    sections = [(len(hashes), title, anchor(title)) for hashes, title in HEADING.findall(text)]
-    assert listed == sections
+def test_the_long_pages_list_every_section_in_order():
+    for name in WITH_CONTENTS:
+        text = (REPO / name).read_text()
+        listed = [(len(indent) // 2 + 2, title, link) for indent, title, link in CONTENTS_ITEM.findall(text)]
+        sections = [(len(hashes), title, anchor(title)) for hashes, title in HEADING.findall(text)]
+        assert listed == sections, f"{name}'s contents should list its sections as they are"
