@@ -21,6 +21,7 @@ LAYERS = {"core": 0, "data": 1, "tracking": 1, "models": 2, "train": 3, "results
 ACROSS_MODULES = {
     "test_distributed.py": "training under torchrun: the loop, the runtime and files together",
     "test_readme.py": "the README's numbers against metrics/ and params.yaml",
+    "test_doc_links.py": "the documents' links between sections and the long pages' contents",
     "test_grid_edges.py": "benchmarks/grid_edges.py against the committed point files, and its table in the report",
     "test_floor_check.py": "benchmarks/floor_check.py: the cells the plateau floor may decide",
     "test_precision_change.py": "benchmarks/precision_change.py: a rerun's and a fresh-seed replication's verdicts",
