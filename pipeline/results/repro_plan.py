@@ -158,11 +158,54 @@ def measured_stage_seconds(run: dict, stage: str) -> float | None:
     return None
 
 
-def measurements(times: dict, runtime_key: str | None) -> tuple[dict, str]:
-    """The run of ``repro_time.json`` to scale: the one in this device and precision, else the first timed; and
-    a few words saying which. An empty run where nothing was timed."""
+# What tells CPU kinds apart in a runtime's hardware string: the vector ISA and the native bf16 features.
+CPU_KIND_MARKS = ("AVX2", "AVX512", "avx512_bf16", "amx_bf16")
+
+
+def cpu_kind(hardware: str) -> set[str]:
+    """The marks of ``CPU_KIND_MARKS`` that a hardware string (``Runtime.hardware``) names."""
+    words = set(re.findall(r"[A-Za-z0-9_]+", hardware))
+    return {mark for mark in CPU_KIND_MARKS if mark in words}
+
+
+def committed_parts(times: dict, runtime_key: str | None, hardware: str) -> tuple[dict[str, float], list[str]]:
+    """The committed protocol's stage items as timed in parts on this CPU kind and precision, where no full run of
+    it was: ``repro_time.json``'s ``committed_parts`` names the partial runs that ran its stages as they are now,
+    newest first, and each stage item takes its seconds, less that run's pauses, from the first of them that ran
+    on this CPU kind in this precision and timed it. Returns those seconds and the partial runs they came from
+    (both empty where none ran here: a part timed on another kind says nothing about this one)."""
+    if runtime_key is None or not runtime_key.startswith("cpu "):
+        return {}, []
+    precision = runtime_key.split(" ", 1)[1]
+    here = [
+        run
+        for run in times.get("partial_runs", [])
+        if run.get("hardware") and cpu_kind(run["hardware"]) == cpu_kind(hardware)
+        and run.get("precision", "").split(" ", 1)[0] == precision
+    ]  # fmt: skip
+    seconds: dict[str, float] = {}
+    used: list[str] = []
+    for purpose in times.get("committed_parts", []):
+        for run in (run for run in here if run.get("purpose") == purpose):
+            new = {stage: s for stage, s in run.get("stage_seconds", {}).items() if stage not in seconds}
+            paused = run.get("paused_seconds", {})
+            seconds.update({stage: s - paused.get(stage, 0) for stage, s in new.items()})
+            used += [purpose] if new and purpose not in used else []
+    return seconds, used
+
+
+def measurements(times: dict, runtime_key: str | None, hardware: str = "") -> tuple[dict, str]:
+    """The run of ``repro_time.json`` to scale: the committed protocol's parts timed on this CPU kind in this
+    precision (``committed_parts``) where there are any, else the full run in this device and precision, else the
+    first timed; and a few words saying which. An empty run where nothing was timed. A stage the parts never
+    timed here keeps the full run's time (the pixel probe's seconds, not the median stage's minutes)."""
     runs = times.get("runs", {})
     key = runtime_key if runtime_key in runs else next(iter(runs), None)
+    parts, used = committed_parts(times, runtime_key, hardware)
+    if parts:
+        full = runs[key] if key is not None else {}
+        run = {**full, "item_seconds": {**full.get("item_seconds", {}), **parts}}
+        return run, f"the committed protocol's stages as timed in parts here ({', '.join(used)})"
     if key is None:
         return {}, "no measured times"
     return runs[key], f"the times measured in {key} on {runs[key].get('machine', 'an unnamed machine')}"

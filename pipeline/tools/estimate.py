@@ -8,35 +8,34 @@ and looks it up in ``metrics/repro_time.json``, the committed wall times of full
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
 from pipeline.core.entry import stage_main, tool_parser
 from pipeline.core.files import read_json
 from pipeline.core.params_yaml import load_params
+from pipeline.results.repro_plan import committed_parts, cpu_kind
 from pipeline.train.runtime import resolve_runtime
 
 TIMES = Path("metrics/repro_time.json")
-
-
-# What tells CPU kinds apart in a runtime's hardware string: the vector ISA and the native bf16 features.
-CPU_KIND_MARKS = ("AVX2", "AVX512", "avx512_bf16", "amx_bf16")
-
-
-def cpu_kind(hardware: str) -> set[str]:
-    """The marks of ``CPU_KIND_MARKS`` that a hardware string (``Runtime.hardware``) names."""
-    words = set(re.findall(r"[A-Za-z0-9_]+", hardware))
-    return {mark for mark in CPU_KIND_MARKS if mark in words}
 
 
 def estimate_line(runtime_key: str, hardware: str, times: dict) -> str:
     """One line: the measured time of a full run on this device and precision, or the settings that were timed;
     and a second where that run's protocol is older than the committed one (``protocol`` in the times file).
     Only measurements: a setting never timed says so, and a run timed on another CPU kind says that too (a
-    2-core AVX2 machine and one with avx512_bf16 differ by far more than the noise)."""
-    measured = times.get("runs", {}).get(runtime_key)
+    2-core AVX2 machine and one with avx512_bf16 differ by far more than the noise). Where the committed
+    protocol's stages were timed in parts on this CPU kind and precision (``committed_parts``), their sum."""
     here = f"{runtime_key} ({hardware})"
+    parts, used = committed_parts(times, runtime_key, hardware)
+    if parts:
+        return (
+            f"dvc repro from scratch runs in {here}: about {sum(parts.values()) / 60:.0f} min, the committed "
+            f"protocol's stages as timed in parts on this CPU kind ({len(parts)} stages, partial_runs "
+            f"{', '.join(used)} in {TIMES}; a stage not among them was never timed here); stages already up to "
+            f"date are skipped"
+        )
+    measured = times.get("runs", {}).get(runtime_key)
     if measured is None:
         known = ", ".join(f"{key}: {value['minutes']:.0f} min" for key, value in times.get("runs", {}).items())
         return f"dvc repro from scratch runs in {here}; no full run was timed in that setting ({known})"

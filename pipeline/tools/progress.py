@@ -12,7 +12,8 @@ changed and every stage after one of them (a stage's status compares only its ow
 rerun rewrites the inputs of the stages after it). Not ``dvc repro --dry``: from scratch it stops at the first
 stage whose inputs do not exist yet, and it never sees that a rerun upstream changes a stage's inputs.
 
-The time left is the measured seconds of the stages still to run (metrics/repro_time.json: the run timed in
+The time left is the measured seconds of the stages still to run (metrics/repro_time.json: the committed
+protocol's stages timed in parts on this CPU kind and precision where there are any, else the run timed in
 this device and precision, else the first run there; per stage item where recorded; a stage never timed counts
 as the median timed one, and the line says how many), times how this machine has gone so far: the wall time of
 the stages finished here over their measured seconds, once those add up to a minute (before that 1.0, since the
@@ -323,14 +324,15 @@ def find_dvc() -> str:
     return found
 
 
-def runtime_key_here() -> str | None:
-    """This setting's key in repro_time.json (``cpu bf16``), resolved from params.yaml as the stages (and
-    ``vit-estimate``) resolve it; None where params.yaml does not resolve."""
+def runtime_here() -> tuple[str | None, str]:
+    """This setting's key in repro_time.json (``cpu bf16``) and the hardware string naming this CPU kind,
+    resolved from params.yaml as the stages (and ``vit-estimate``) resolve them; no key where params.yaml does
+    not resolve."""
     try:
         runtime = resolve_runtime(load_params().runtime)
     except (UserError, OSError):
-        return None
-    return f"{runtime.device.type} {runtime.precision}"
+        return None, ""
+    return f"{runtime.device.type} {runtime.precision}", runtime.hardware
 
 
 def parse_args(argv: list[str]) -> list[str]:
@@ -353,7 +355,7 @@ def main() -> None:
     times = read_json(TIMES) if TIMES.is_file() else {}  # committed: may hold a merge's markers
     dvc = find_dvc()
     plan, why_not = read_plan(dvc, selection)
-    run, source = measurements(times, runtime_key_here())
+    run, source = measurements(times, *runtime_here())
     progress = new_progress(plan, run, started)
     display = Display(sys.stdout.buffer, sys.stdout.isatty(), sys.stdout.encoding or "utf-8")
     display.line(plan_line(progress, source, why_not))

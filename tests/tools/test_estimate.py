@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pipeline.results.repro_plan import committed_parts
 from pipeline.tools.estimate import cpu_kind, estimate_line
 
 REPO = Path(__file__).resolve().parents[2]
@@ -84,6 +85,36 @@ def test_a_run_on_another_cpu_kind_cites_an_earlier_run_on_this_kind_where_there
     assert "this one's time will differ; on this kind an earlier protocol (issue 11) took about 82 min)" in avx2
     zen4 = estimate_line("cpu fp32", "AVX512, bf16 not faster: avx512_bf16 (step 0.78x)", times)
     assert "this one's time will differ)" in zen4 and "earlier protocol" not in zen4
+
+
+def test_where_the_committed_protocol_was_timed_in_parts_on_this_kind_the_line_sums_them():
+    part = {
+        "purpose": "adopted",
+        "hardware": "AVX2, no native bf16",
+        "precision": "fp32 (runtime.precision: auto)",
+        "stage_seconds": {"sweep_cnn@4": 3600.0, "evaluate": 20.0},
+        "paused_seconds": {"sweep_cnn@4": 20},
+    }
+    full = {"minutes": 112.0, "machine": "a Sapphire Rapids", "protocol": "issue 21"}
+    times = {"protocol": "issue 37", "committed_parts": ["adopted"], "partial_runs": [part], "runs": {"cpu fp32": full}}
+    line = estimate_line("cpu fp32", "AVX2, no native bf16", times)
+    assert line == (
+        "dvc repro from scratch runs in cpu fp32 (AVX2, no native bf16): about 60 min, the committed protocol's "
+        "stages as timed in parts on this CPU kind (2 stages, partial_runs adopted in metrics/repro_time.json; a "
+        "stage not among them was never timed here); stages already up to date are skipped"
+    )
+    elsewhere = estimate_line("cpu bf16", "AVX512, native bf16: avx512_bf16+amx_bf16 (step 1.42x)", times)
+    assert "in parts" not in elsewhere
+
+
+def test_the_committed_parts_time_every_trained_arm_and_backbone_on_the_kind_they_ran():
+    times = json.loads((REPO / "metrics" / "repro_time.json").read_text())
+    runs = {run.get("purpose"): run for run in times["partial_runs"]}
+    assert times["committed_parts"][0] == "issue37_adopted_rule"  # the committed run itself, newest first
+    seconds, used = committed_parts(times, "cpu fp32", runs["issue37_adopted_rule"]["hardware"])
+    trained = [f"sweep_{arm}@{point}" for arm in ("scratch", "cnn", "pretrained") for point in range(5)]
+    assert set(trained + ["backbone", "masked_patch", "masked_patch_seeds", "collapse"]) <= set(seconds)
+    assert used == times["committed_parts"]
 
 
 def test_a_truncated_repro_time_file_is_one_line_naming_it(tmp_path):

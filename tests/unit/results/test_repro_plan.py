@@ -9,8 +9,10 @@ from helpers import DOT
 from pipeline.results.repro_plan import (
     Event,
     Selection,
+    committed_parts,
     make_plan,
     measured_stage_seconds,
+    measurements,
     parse_event,
     read_graph,
     read_selection,
@@ -59,3 +61,36 @@ def test_a_stage_item_takes_its_own_measured_time_else_its_share_of_its_stage():
     assert measured_stage_seconds(run, "sweep_cnn@3") == pytest.approx(973.9 / 5)
     assert measured_stage_seconds(run, "sub/dvc.yaml:plot") == 1.1
     assert measured_stage_seconds(run, "masked_patch_long") is None
+
+
+AVX2 = "AVX2, no native bf16"
+PARTS = {
+    "committed_parts": ["newest", "older"],
+    "runs": {"cpu fp32": {"minutes": 112.0, "machine": "a Sapphire Rapids", "stage_seconds": {"plot": 2.0}}},
+    "partial_runs": [
+        {"purpose": "older", "hardware": AVX2, "precision": "fp32 (auto)",
+         "stage_seconds": {"sweep_cnn@0": 300.0, "analysis": 30.0}},
+        {"purpose": "newest", "hardware": AVX2, "precision": "fp32 (auto)",
+         "stage_seconds": {"sweep_cnn@0": 500.0}, "paused_seconds": {"sweep_cnn@0": 100}},
+        {"purpose": "not a part", "hardware": AVX2, "precision": "fp32 (auto)", "stage_seconds": {"evaluate": 9.0}},
+        {"purpose": "older", "hardware": "AVX512, native bf16: avx512_bf16+amx_bf16", "precision": "bf16",
+         "stage_seconds": {"evaluate": 9.0}},
+    ],
+}  # fmt: skip
+
+
+def test_the_committed_protocols_parts_on_this_kind_take_the_newest_time_of_each_stage_less_its_pauses():
+    seconds, used = committed_parts(PARTS, "cpu fp32", AVX2)
+    assert seconds == {"sweep_cnn@0": 400.0, "analysis": 30.0}  # 500 s less its 100 s paused, not the older 300 s
+    assert used == ["newest", "older"]
+    run, source = measurements(PARTS, "cpu fp32", AVX2)
+    assert measured_stage_seconds(run, "analysis") == 30.0 and "newest, older" in source
+    assert measured_stage_seconds(run, "plot") == 2.0  # a stage no part timed keeps the full run's time
+
+
+def test_parts_timed_on_another_cpu_kind_or_precision_or_device_say_nothing_here():
+    for key, hardware in (("cpu fp32", "AVX512, native bf16: avx512_bf16 (step 1.73x)"), ("cpu bf16", AVX2),
+                          ("cuda bf16", AVX2), (None, AVX2)):  # fmt: skip
+        assert committed_parts(PARTS, key, hardware) == ({}, [])
+    run, source = measurements(PARTS, "cpu fp32", "AVX512, native bf16: avx512_bf16 (step 1.73x)")
+    assert run == PARTS["runs"]["cpu fp32"] and source.startswith("the times measured in cpu fp32")
