@@ -101,6 +101,7 @@ ADOPTED = Run(ADOPTED_CHANGES, (*RERUN_ORDER, None), REPO / "metrics" / "rerun_a
 RUN_BEFORE_ADOPTED = REPO / "metrics" / "run_before_accuracy_rule"
 KEPT_BEFORE = ("ablation.json", "collapse.json", "comparisons.json", "data_hunger.json", "evaluate.json",
                "pretraining_scale.json", "data_hunger")  # fmt: skip
+# the committed run's; the loss rule's run's check is kept in metrics/run_before_accuracy_rule/rerun_cpu/
 CROSS_KIND_PROGRESS = REPO / "metrics" / "rerun_cpu" / "progress"
 COMMITTED_POINTS = REPO / "metrics" / "data_hunger"
 SWEPT = ("scratch", "cnn", "pretrained")  # the sweeps whose arms choose a learning rate (pretrained: finetune's)

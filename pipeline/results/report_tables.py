@@ -452,7 +452,8 @@ def replication_table(change: dict, reference_name: str = "committed run") -> st
 
 def cross_kind_table(change: dict, n_val: int, names: tuple[str, str] = ("committed run", "this run")) -> str:
     """The committed curve's sweeps that another CPU kind or precision ran, run again on this one with the same
-    seeds and code (``metrics/rerun_cpu/comparison.json``): each cell's chosen learning rate in both runs, with its
+    seeds and code (``metrics/rerun_cpu/comparison.json``; the loss rule's run's in
+    ``metrics/run_before_accuracy_rule/rerun_cpu/``): each cell's chosen learning rate in both runs, with its
     margin (the chosen rate's mean validation accuracy over the choice seeds minus the runner-up's) beside the
     standard error of one validation accuracy on ``n_val`` images; then the comparisons both runs hold. ``names``
     are the reference run's and the other's, for a second run that is not a rerun of the committed one."""
