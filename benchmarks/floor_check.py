@@ -22,11 +22,11 @@ end at the floor"): the plateau's windows compare the validation accuracy, not t
 learning rate of the grid under the candidate, chosen as the sweeps choose (``protocol.choose_on_validation``,
 pruning included); the test set is never scored. Each cell's committed rule is the first DIR's point file that ran
 on this CPU kind in this precision (the committed run's own, ``metrics/data_hunger``, or the cross-kind rerun's,
-``metrics/run_before_accuracy_rule/rerun_cpu/progress/metrics/data_hunger`` for the loss rule's), so both rules' numbers come from one CPU kind and precision;
-a cell with none is left unchecked. Per cell it reports the chosen rate, its mean validation accuracy and its
-runs at the floor under each rule, and whether the candidate passes: none of its chosen runs at the floor, and its
-chosen mean validation accuracy no more than one standard error of a difference of two accuracies below the
-committed rule's.
+``metrics/run_before_accuracy_rule/rerun_cpu/progress/metrics/data_hunger`` for the loss rule's), so both
+rules' numbers come from one CPU kind and precision; a cell with none is left unchecked. Per cell it reports the
+chosen rate, its mean validation accuracy and its runs at the floor under each rule, and whether the candidate
+passes: none of its chosen runs at the floor, and its chosen mean validation accuracy no more than one standard
+error of a difference of two accuracies below the committed rule's.
 
     python benchmarks/floor_check.py --at-floor [--window 5] --out metrics/floor_runs.json
 

@@ -52,7 +52,8 @@ def generated_blocks() -> dict[str, str]:
     metrics, curve = read_metrics("evaluate.json"), read_metrics("data_hunger.json")
     ablation, comparisons = read_metrics("ablation.json"), read_metrics("comparisons.json")
     scale, second_runs = read_metrics("pretraining_scale.json"), {file: read_metrics(file) for file in SECOND_RUNS}
-    collapse, cross_kind = read_metrics("collapse.json"), read_metrics("run_before_accuracy_rule/rerun_cpu/comparison.json")
+    collapse = read_metrics("collapse.json")
+    cross_kind = read_metrics("run_before_accuracy_rule/rerun_cpu/comparison.json")  # the loss rule's run's check
     named_runs = {name: second_runs[file] for file, name in SECOND_RUNS.items()}
     return {
         "answer": answer(metrics, curve, comparisons, named_runs, scale, collapse),
