@@ -54,6 +54,7 @@ def generated_blocks() -> dict[str, str]:
     scale, second_runs = read_metrics("pretraining_scale.json"), {file: read_metrics(file) for file in SECOND_RUNS}
     collapse = read_metrics("collapse.json")
     cross_kind = read_metrics("run_before_accuracy_rule/rerun_cpu/comparison.json")  # the loss rule's run's check
+    committed_cross_kind = read_metrics("rerun_cpu/comparison.json")  # the committed run's, as far as it has run
     named_runs = {name: second_runs[file] for file, name in SECOND_RUNS.items()}
     return {
         "answer": answer(metrics, curve, comparisons, named_runs, scale, collapse),
@@ -80,6 +81,9 @@ def generated_blocks() -> dict[str, str]:
         # the rerun's sweeps on another CPU kind: held against the rerun, the loss rule's run before the committed one
         "cross_kind": cross_kind_table(cross_kind, curve["n_val"], names=("the rerun (loss rule)", "this run")),
         "cross_kind_answer": cross_kind_answer(cross_kind, curve["n_val"]),
+        "committed_cross_kind": cross_kind_table(committed_cross_kind, curve["n_val"],
+                                                 names=("the committed run", "this run")),
+        "committed_cross_kind_answer": cross_kind_answer(committed_cross_kind, curve["n_val"]),
         # issue 37's accuracy floor rule: the committed run held against the loss rule's run before it (same seeds)
         "adopted_rule": cross_kind_table(
             read_metrics("run_before_accuracy_rule/adopted_against_it.json"), curve["n_val"],
