@@ -121,16 +121,19 @@ def test_the_detector_reads_flags_from_a_cpuinfo_file(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 @pytest.mark.skipif(
     not runtime_module.cpu_bf16_features(),  # 195 s of emulated bf16 steps on an AVX2-only EPYC, for nothing
     reason="the CPU reports no bf16 instructions, so precision auto never runs the probe here",
 )
 def test_the_real_step_probe_is_stable_and_cached_across_processes(tmp_path, monkeypatch):
-    """The probe times real training steps of our ViT (nothing patched): two measurements agree within a factor
-    of 2 even beside another test worker (the old 256x256 matmul probe read 134x, then 1x, on one machine; the
-    median of our ViT's steps 1.38x then 0.53x beside a worker, and 0.41x then 2.09x; the fastest of 9 steps
-    1.52x then 2.67x beside a worker running the end-to-end tests, 1.52x, 1.53x, 1.53x beside one training
-    process), and the answer written to the cache is what a later process reads without measuring. Far below the
+    """The probe times real training steps of our ViT (nothing patched): two measurements give the same verdict
+    (the old 256x256 matmul probe read 134x, then 1x, on one machine; the median of our ViT's steps 1.38x then
+    0.53x beside a worker, and 0.41x then 2.09x; the fastest of 9 steps 1.52x then 2.67x beside a worker running
+    the end-to-end tests, 1.52x, 1.53x, 1.53x beside one training process). Beside a test worker the fastest of 15
+    read 1.83x, then 0.94x, on a 2-core Zen 4 that reads 1.64x alone: a second process on the same 2 cores can
+    take every step's cores, so make test runs this test alone (marker ``alone``), as a stage's probe runs in a
+    repro. The answer written to the cache is what a later process reads without measuring. Far below the
     line, where bf16 is emulated (an AVX2-only EPYC read 0.17x then 0.08x beside a worker), only the verdict
     must agree: there the emulated steps' times vary with the load, and no reading near the line is in sight."""
     monkeypatch.setenv("PIPELINE_CACHE_DIR", str(tmp_path))
