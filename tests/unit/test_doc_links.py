@@ -3,6 +3,7 @@ renaming a heading cannot leave a reader at the top of a 900-line page."""
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -18,6 +19,7 @@ def anchor(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
 
 
+@functools.cache  # a page is read once, not once for every link into it
 def anchors(path: Path) -> set[str]:
     return {anchor(title) for _, title in HEADING.findall(path.read_text())}
 
