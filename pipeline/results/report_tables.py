@@ -450,6 +450,24 @@ def replication_table(change: dict, reference_name: str = "committed run") -> st
     return "\n".join(lines)
 
 
+def replication_answer(change: dict, target_share: float = 0.9) -> str:
+    """The README's line on the replication with fresh seeds: how many of the curve's verdicts held, whether issue
+    37's target (at least ``target_share`` of them held, none flipped between ahead and behind) is met, and each
+    verdict that moved, from its verdict in the committed run to the replication's."""
+    held, compared, flipped = change["held"], change["compared"], change["flipped"]
+    met = held >= target_share * compared and flipped == 0
+    moved = [f"{a} - {b} at {n}: {runs['reference']['verdict']} -> {runs['other']['verdict']}"
+             + ("" if runs["overlap"] else ", intervals apart")
+             for a, b, n, runs in curve_rows(change) if not (runs["same_verdict"] and runs["overlap"])]  # fmt: skip
+    return (
+        f"It kept {held} of {compared} of the curve's verdicts with overlapping intervals, {flipped} flipping between "
+        f"ahead and behind: issue 37's target (at least {target_share:.0%} held, none flipped) is "
+        f"{'met' if met else 'NOT met'}. "
+        + (f"Moved ({len(moved)}, per class): {'; '.join(moved)}. " if moved else "")
+        + f"The learning rate chosen is the same in {change['same_learning_rate']} arm-by-size cells."
+    )
+
+
 def cross_kind_table(change: dict, n_val: int, names: tuple[str, str] = ("committed run", "this run")) -> str:
     """The committed curve's sweeps that another CPU kind or precision ran, run again on this one with the same
     seeds and code (``metrics/rerun_cpu/comparison.json``; the loss rule's run's in

@@ -251,3 +251,30 @@ def test_cross_kind_answer_counts_each_arms_same_rates_and_spans_the_margins_whe
     assert report_tables.cross_kind_answer(change | {"same_learning_rate": "3 of 3"}, 1500).endswith(
         "small ResNet from scratch in 1 of 1)."
     )
+
+
+def test_replication_answer_says_whether_the_target_is_met_and_names_each_verdict_that_moved():
+    def side(verdict_a, verdict_b, overlap=True):
+        one = {"mean": 0.05, "low": 0.01, "high": 0.09, "verdict": verdict_a}
+        two = {"mean": 0.02, "low": -0.01, "high": 0.05, "verdict": verdict_b}
+        return {"reference": one, "other": two, "same_verdict": verdict_a == verdict_b, "overlap": overlap}
+
+    rows = {str(n): {"cnn-scratch": side("ahead", "ahead")} for n in range(1, 10)}
+    change = {"held": 9, "compared": 10, "flipped": 0, "same_learning_rate": "4 of 5",
+              "comparisons": rows | {"75": {"linear-pixels": side("behind", "level")}}}  # fmt: skip
+    assert report_tables.replication_answer(change) == (
+        "It kept 9 of 10 of the curve's verdicts with overlapping intervals, 0 flipping between ahead and behind: "
+        "issue 37's target (at least 90% held, none flipped) is met. Moved (1, per class): pretrained ViT, frozen + "
+        "linear head - few-shot probe on raw pixels at 75: behind -> level. The learning rate chosen is the same in "
+        "4 of 5 arm-by-size cells."
+    )
+    change["comparisons"]["75"]["cnn-pixels"] = side("ahead", "ahead", overlap=False)
+    change |= {"held": 8, "compared": 11}
+    text = report_tables.replication_answer(change)
+    assert "is NOT met. Moved (2, per class): pretrained ViT, frozen + linear head - " in text
+    assert "; small ResNet from scratch - few-shot probe on raw pixels at 75: ahead -> ahead, intervals apart. " in text
+    assert "(at least 90% held, none flipped) is met" in report_tables.replication_answer(
+        {"held": 9, "compared": 10, "flipped": 0, "same_learning_rate": "5 of 5", "comparisons": rows}
+    )
+    flipped = {"held": 10, "compared": 10, "flipped": 1, "same_learning_rate": "5 of 5", "comparisons": rows}
+    assert "is NOT met" in report_tables.replication_answer(flipped)
