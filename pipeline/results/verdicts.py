@@ -34,6 +34,8 @@ SECOND_RUNS = {
     "precision_change_zen4.json": "the Zen 4 rerun",
     # the fresh-seed replication of the loss rule's run, kept beside that run since the accuracy rule's replaced it
     "run_before_accuracy_rule/replication/comparison.json": "the loss rule's replication",
+    # the fresh-seed replication of the committed run (the accuracy rule's), seeds 5-9
+    "replication/comparison.json": "the committed run's replication",
 }
 
 

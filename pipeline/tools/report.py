@@ -30,6 +30,7 @@ from pipeline.results.report_tables import (
     grid_edges_table,
     precision_table,
     pretraining_table,
+    replication_answer,
     replication_table,
     results_table,
     runs_table,
@@ -55,6 +56,7 @@ def generated_blocks() -> dict[str, str]:
     collapse = read_metrics("collapse.json")
     cross_kind = read_metrics("run_before_accuracy_rule/rerun_cpu/comparison.json")  # the loss rule's run's check
     committed_cross_kind = read_metrics("rerun_cpu/comparison.json")  # the committed run's, as far as it has run
+    replication = second_runs["replication/comparison.json"]  # the committed run's, with fresh seeds
     named_runs = {name: second_runs[file] for file, name in SECOND_RUNS.items()}
     return {
         "answer": answer(metrics, curve, comparisons, named_runs, scale, collapse),
@@ -69,8 +71,10 @@ def generated_blocks() -> dict[str, str]:
         "backbone_data": backbone_data_table(scale),
         "precision": precision_table(second_runs["precision_change.json"]),
         "precision_zen4": precision_table(second_runs["precision_change_zen4.json"]),
-        # the fresh-seed replication (issue 37), held verdict by verdict against the run it replicates: the rerun
-        "replication": replication_table(
+        # the fresh-seed replications (issue 37), each held verdict by verdict against the run it replicates
+        "replication": replication_table(replication, reference_name="the committed run"),
+        "replication_answer": replication_answer(replication),
+        "replication_loss_rule": replication_table(
             read_metrics("run_before_accuracy_rule/replication/comparison.json"), reference_name="the rerun (loss rule)"
         ),
         "runs": runs_table(curve),

@@ -45,6 +45,7 @@ def test_the_committed_second_run_comparisons_are_what_their_point_files_give():
         "precision_change.json",
         "precision_change_zen4.json",
         "run_before_accuracy_rule/replication/comparison.json",
+        "replication/comparison.json",
         "run_before_accuracy_rule/rerun_cpu/comparison.json",
         "rerun_cpu/comparison.json",
         "run_before_issue37/rerun_against_it.json",

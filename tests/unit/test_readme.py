@@ -127,6 +127,7 @@ def verdicts_held(name: str, part: str | None = None) -> str:
 
 RERUN_AGAINST_BEFORE = "run_before_issue37/rerun_against_it.json"
 REPLICATION = "run_before_accuracy_rule/replication/comparison.json"  # the loss rule's run's
+COMMITTED_REPLICATION = "replication/comparison.json"  # the accuracy rule's run's, the committed one
 ADOPTED_AGAINST_BEFORE = "run_before_accuracy_rule/adopted_against_it.json"  # the accuracy rule's run, the rerun
 
 
@@ -139,6 +140,19 @@ def grid_margins_points() -> list[float]:
 def floor_run(seed: int) -> dict:
     """The accuracy rule's kept run at the floor on ``seed``, trained again under both floors (floor_runs.json)."""
     return next(run for cell in committed("floor_runs.json")["cells"] for run in cell["runs"] if run["seed"] == seed)
+
+
+def holm_survivors() -> int:
+    """The curve's comparisons whose verdict survives Holm's correction in the committed run."""
+    cells = [cell for by_size in committed("comparisons.json")["curve"].values() for cell in by_size.values()]
+    return sum(cell["holm"] != "level" for cell in cells)
+
+
+def kept_runs(name: str = "data_hunger.json") -> int:
+    """The trained runs a curve kept: one per seed (``steps``' per-seed list) in every arm-by-size cell with a cap
+    count."""
+    cells = [cell for arm in committed(name)["runs"].values() for cell in arm.values() if "stopped_at_cap" in cell]
+    return sum(len(cell["steps"]["per_seed"]) for cell in cells)
 
 
 def runs_at_floor(name: str = "data_hunger.json") -> int:
@@ -287,7 +301,20 @@ QUOTED = [
     (RESULTS, "and {} verdicts, every interval", lambda: verdicts_held("precision_change_zen4.json")),
     (RESULTS, "the table below), {} verdicts held", lambda: verdicts_held(REPLICATION)),
     (RESULTS, "(the last section): it kept {} verdicts", lambda: verdicts_held(REPLICATION)),
-    ("README.md", "new backbones, on other machines): it kept {} of", lambda: verdicts_held(REPLICATION)),
+    ("README.md", "which kept {} of that run's verdicts", lambda: verdicts_held(REPLICATION)),
+    (RESULTS, "is met, at its edge: {} held", lambda: verdicts_held(COMMITTED_REPLICATION)),
+    (RESULTS, "None of the {} verdicts that survive Holm", holm_survivors),
+    (RESULTS, "now calls all {} settled", holm_survivors),
+    (
+        RESULTS,
+        "the same in {} arm-by-size cells (the loss",
+        lambda: committed(COMMITTED_REPLICATION)["same_learning_rate"],
+    ),
+    (RESULTS, "(the loss rule's replication: {}):", lambda: committed(REPLICATION)["same_learning_rate"]),
+    (RESULTS, "none of its {} kept runs ended", lambda: kept_runs("replication/data_hunger.json")),
+    (RESULTS, "ended at the cap, and {} began", lambda: runs_at_floor("replication/data_hunger.json")),
+    (RESULTS, "with fresh seeds kept {} of its verdicts", lambda: verdicts_held(COMMITTED_REPLICATION)),
+    (REPRODUCIBILITY, 'with fresh seeds": {} verdicts held', lambda: verdicts_held(COMMITTED_REPLICATION)),
     (RESULTS, "are under one point in {} cells", lambda: replication_margins_under_a_point()),
     (RESULTS, "`evaluate` took {:.2f}x their time there", lambda: same_cpu_kind()["total_ratio"]),
     (RESULTS, "the transfer arms alone {:.2f}x", lambda: same_cpu_kind()["ratio"]["sweep_pretrained"]),
