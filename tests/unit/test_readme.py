@@ -110,6 +110,11 @@ def adopted_sweep_ratios() -> list[float]:
     return [r for stage, r in adopted_run()["same_cpu_kind_loss_rule"].items() if stage.startswith("sweep_")]
 
 
+def replication_final_ratios() -> list[float]:
+    """The accuracy rule's replication's backbone-reading stages over the loss rule's rerun's, both bf16 on a Zen 4."""
+    return list(partial_run_for("issue37_replication_accuracy_rule_final")["same_cpu_kind_loss_rule"].values())
+
+
 def arm_curve_seconds(run: dict, arm: str) -> float:
     return sum(seconds for stage, seconds in run["stage_seconds"].items() if stage.startswith(f"sweep_{arm}@"))
 
@@ -356,6 +361,13 @@ QUOTED = [
     ("README.md", "the small ResNet's curve {:,.1f} s and", lambda: cnn_curve_seconds(adopted_run())),
     ("README.md", "the ViT from scratch's {:,.1f} s of them", lambda: arm_curve_seconds(adopted_run(), "scratch")),
     ("README.md", "sweep took {:.2f}x to", lambda: min(adopted_sweep_ratios())),
+    (
+        "README.md",
+        "Zen 4 (purpose `issue37_replication_accuracy_rule_final`): {:.1f} stage minutes",
+        lambda: sum(partial_run_for("issue37_replication_accuracy_rule_final")["stage_seconds"].values()) / 60,
+    ),
+    ("README.md", "on that kind, {:.2f}x to", lambda: min(replication_final_ratios())),
+    ("README.md", "to {:.2f}x its time.", lambda: max(replication_final_ratios())),
     ("README.md", "to {:.2f}x the same stage under the loss rule", lambda: max(adopted_sweep_ratios())),
     (
         "README.md",
