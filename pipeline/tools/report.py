@@ -75,7 +75,7 @@ def generated_blocks() -> dict[str, str]:
         "replication": replication_table(replication, reference_name="the committed run"),
         "replication_answer": replication_answer(replication),
         "replication_loss_rule": replication_table(
-            read_metrics("run_before_accuracy_rule/replication/comparison.json"), reference_name="the rerun (loss rule)"
+            second_runs["run_before_accuracy_rule/replication/comparison.json"], reference_name="the rerun (loss rule)"
         ),
         "runs": runs_table(curve),
         "grid_edges": grid_edges_table(read_metrics("grid_edges.json")),
