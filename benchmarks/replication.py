@@ -143,6 +143,22 @@ def other_kind_sweeps(this_runtime: str, points: Path = COMMITTED_POINTS) -> tup
     return tuple(chosen)
 
 
+# What the transfer sweeps read (sweep_pretrained's deps in dvc.yaml): git keeps no model, so a cross-kind run trains
+# them here, in this kind and precision, before its first transfer sweep (unforced: a stage already done is skipped).
+TRANSFER_BACKBONES = ("backbone", "masked_patch", "masked_patch_seeds")
+
+
+def cross_kind_targets(sweeps: tuple[str, ...]) -> tuple[str, ...]:
+    """The cross-kind run's ``dvc repro`` targets: the data, then ``sweeps`` (``other_kind_sweeps``) in order, the
+    backbones the transfer sweeps read just before the first of them."""
+    targets = ["download", "prepare"]
+    for target in sweeps:
+        if target.startswith("sweep_pretrained@") and TRANSFER_BACKBONES[0] not in targets:
+            targets.extend(TRANSFER_BACKBONES)
+        targets.append(target)
+    return tuple(targets)
+
+
 def this_runtime() -> str:
     """This machine's ``Runtime.describe()`` under the committed ``params.yaml``: what a stage run here records."""
     sys.path.insert(0, str(REPO))
@@ -348,8 +364,8 @@ def main() -> None:
     run = RERUN if args.rerun else ADOPTED if args.adopted else REPLICATION
     if args.cross_kind:
         runtime = this_runtime()
-        run = Run({}, ("download", "prepare", *other_kind_sweeps(runtime)), CROSS_KIND_PROGRESS, force=True)
-        print(f"this machine runs {runtime}; the sweeps to run again here: {', '.join(run.targets[2:]) or 'none'}")
+        run = Run({}, cross_kind_targets(other_kind_sweeps(runtime)), CROSS_KIND_PROGRESS, force=True)
+        print(f"this machine runs {runtime}; the stages to run again here: {', '.join(run.targets[2:]) or 'none'}")
     known = ("download", *(target for target in run.targets if target))  # a new worktree's --only starts there
     if unknown := [stage for stage in args.only if stage not in known]:
         parser.error(f"--only: {', '.join(unknown)} not among the run's stages ({', '.join(known)})")

@@ -229,6 +229,21 @@ def test_the_cross_kind_rerun_runs_the_sweeps_another_kind_or_precision_ran(repl
     )
 
 
+def test_the_cross_kind_rerun_trains_the_transfer_backbones_before_its_first_transfer_sweep(replication):
+    """git keeps no model: the transfer sweeps' backbones are trained in the run, once, just before they are read."""
+    sweeps = ("sweep_scratch@3", "sweep_pretrained@0", "sweep_pretrained@1", "sweep_scratch@4")
+    assert replication.cross_kind_targets(sweeps) == (
+        "download", "prepare", "sweep_scratch@3", "backbone", "masked_patch", "masked_patch_seeds",
+        "sweep_pretrained@0", "sweep_pretrained@1", "sweep_scratch@4",
+    )  # fmt: skip
+    assert replication.cross_kind_targets(("sweep_cnn@4",)) == ("download", "prepare", "sweep_cnn@4")
+    import yaml
+
+    deps = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["sweep_pretrained"]["deps"]
+    models = {dep.removeprefix("models/").removesuffix(".pt") for dep in deps if dep.startswith("models/")}
+    assert models == set(replication.TRANSFER_BACKBONES)
+
+
 def test_the_cross_kind_rerun_reads_this_machines_real_runtime(replication):
     """Not a patched detection: this machine's line as a stage would record it, and the committed cells that ran
     on its kind are the ones left out."""
@@ -276,7 +291,7 @@ def test_the_cross_kind_rerun_neither_collects_nor_adopts_and_says_how_to_compar
     monkeypatch.setattr(replication, "this_runtime", lambda: ZEN4)  # the committed trained sweeps ran on AVX2
     run_main(replication, monkeypatch, "--cross-kind")
     out = capsys.readouterr().out
-    assert "the sweeps to run again here: sweep_" in out
+    assert "the stages to run again here: sweep_" in out
     assert "python benchmarks/precision_change.py metrics/rerun_cpu/progress/metrics/data_hunger" in out
 
 
