@@ -149,9 +149,10 @@ TRANSFER_BACKBONES = ("backbone", "masked_patch", "masked_patch_seeds")
 
 
 def cross_kind_targets(sweeps: tuple[str, ...]) -> tuple[str, ...]:
-    """The cross-kind run's ``dvc repro`` targets: the data, then ``sweeps`` (``other_kind_sweeps``) in order, the
-    backbones the transfer sweeps read just before the first of them."""
-    targets = ["download", "prepare"]
+    """The cross-kind run's ``dvc repro`` targets: the data, the pixel probe at every size (it trains nothing and
+    takes seconds, and every comparison with it needs it in both runs), then ``sweeps`` (``other_kind_sweeps``) in
+    order, the backbones the transfer sweeps read just before the first of them."""
+    targets = ["download", "prepare", *(target for target in RERUN_ORDER if target.startswith("sweep_pixels@"))]
     for target in sweeps:
         if target.startswith("sweep_pretrained@") and TRANSFER_BACKBONES[0] not in targets:
             targets.extend(TRANSFER_BACKBONES)

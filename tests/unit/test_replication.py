@@ -230,13 +230,15 @@ def test_the_cross_kind_rerun_runs_the_sweeps_another_kind_or_precision_ran(repl
 
 
 def test_the_cross_kind_rerun_trains_the_transfer_backbones_before_its_first_transfer_sweep(replication):
-    """git keeps no model: the transfer sweeps' backbones are trained in the run, once, just before they are read."""
+    """git keeps no model: the transfer sweeps' backbones are trained in the run, once, just before they are read;
+    the pixel probe runs first, wherever its committed run ran, so that its comparisons have both runs."""
     sweeps = ("sweep_scratch@3", "sweep_pretrained@0", "sweep_pretrained@1", "sweep_scratch@4")
+    pixels = tuple(f"sweep_pixels@{point}" for point in range(5))
     assert replication.cross_kind_targets(sweeps) == (
-        "download", "prepare", "sweep_scratch@3", "backbone", "masked_patch", "masked_patch_seeds",
+        "download", "prepare", *pixels, "sweep_scratch@3", "backbone", "masked_patch", "masked_patch_seeds",
         "sweep_pretrained@0", "sweep_pretrained@1", "sweep_scratch@4",
     )  # fmt: skip
-    assert replication.cross_kind_targets(("sweep_cnn@4",)) == ("download", "prepare", "sweep_cnn@4")
+    assert replication.cross_kind_targets(("sweep_cnn@4",)) == ("download", "prepare", *pixels, "sweep_cnn@4")
     import yaml
 
     deps = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["sweep_pretrained"]["deps"]
