@@ -509,7 +509,7 @@ def largest_se_points(n_val: int) -> float:
 def cross_kind_answer(change: dict, n_val: int) -> str:
     """The README's line on the cross-kind rerun: how many cells chose the same learning rate, per arm, and how
     far apart the candidates were where the choice moved (both runs' margins, beside one accuracy's standard
-    error on ``n_val`` validation images)."""
+    error on ``n_val`` validation images); then how many of the verdicts both runs hold kept theirs."""
     by_arm = sorted(change["learning_rates"].items(), key=lambda item: TABLE_ORDER.index(item[0]))
     arms = ", ".join(f"{REGISTRY[arm].label} in {sum(c['same'] for c in cells.values())} of {len(cells)}"
                      for arm, cells in by_arm)  # fmt: skip
@@ -518,7 +518,13 @@ def cross_kind_answer(change: dict, n_val: int) -> str:
     where = (f"; where the rate moved, the two runs' margins (the choice's mean validation accuracy over the "
              f"runner-up's) were {min(moved):.2f} to {max(moved):.2f} points, against a standard error of one "
              f"accuracy of at most {largest_se_points(n_val):.1f}" if moved else "")  # fmt: skip
-    return f"They chose the same learning rate in {change['same_learning_rate']} cells ({arms}){where}."
+    verdicts = (
+        f" Of the {change['compared']} verdicts both runs hold, {change['held']} kept theirs with overlapping "
+        f"intervals and {change['flipped']} flipped between ahead and behind."
+        if change.get("compared")
+        else ""
+    )
+    return f"They chose the same learning rate in {change['same_learning_rate']} cells ({arms}){where}.{verdicts}"
 
 
 def precision_pretraining_rows(pretraining: dict) -> list[str]:

@@ -251,6 +251,11 @@ def test_cross_kind_answer_counts_each_arms_same_rates_and_spans_the_margins_whe
     assert report_tables.cross_kind_answer(change | {"same_learning_rate": "3 of 3"}, 1500).endswith(
         "small ResNet from scratch in 1 of 1)."
     )
+    verdicts = {"compared": 12, "held": 11, "flipped": 0}
+    assert report_tables.cross_kind_answer(change | verdicts, 1500).endswith(
+        "small ResNet from scratch in 1 of 1). Of the 12 verdicts both runs hold, 11 kept theirs with overlapping "
+        "intervals and 0 flipped between ahead and behind."
+    )
 
 
 def test_replication_answer_says_whether_the_target_is_met_and_names_each_verdict_that_moved():
