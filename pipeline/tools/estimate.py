@@ -28,14 +28,20 @@ def estimate_line(runtime_key: str, hardware: str, times: dict) -> str:
     protocol's stages were timed in parts on this CPU kind and precision (``committed_parts``), their sum."""
     here = f"{runtime_key} ({hardware})"
     parts, used = committed_parts(times, runtime_key, hardware)
+    measured = times.get("runs", {}).get(runtime_key)
     if parts:
-        return (
+        line = (
             f"dvc repro from scratch runs in {here}: about {sum(parts.values()) / 60:.0f} min, the committed "
             f"protocol's stages as timed in parts on this CPU kind ({len(parts)} stages, partial_runs "
-            f"{', '.join(used)} in {TIMES}; a stage not among them was never timed here); stages already up to "
-            f"date are skipped"
+            f"{', '.join(used)} in {TIMES}"
         )
-    measured = times.get("runs", {}).get(runtime_key)
+        if untimed := untimed_stages(parts, measured or {}):
+            return (
+                f"{line}), plus the {len(untimed)} stages never timed here ({', '.join(sorted(untimed))}): about "
+                f"{sum(untimed.values()) / 60:.0f} min in the full run on {measured['machine']}; stages already up "
+                f"to date are skipped"
+            )
+        return f"{line}; a stage not among them was never timed here); stages already up to date are skipped"
     if measured is None:
         known = ", ".join(f"{key}: {value['minutes']:.0f} min" for key, value in times.get("runs", {}).items())
         return f"dvc repro from scratch runs in {here}; no full run was timed in that setting ({known})"
@@ -56,6 +62,13 @@ def estimate_line(runtime_key: str, hardware: str, times: dict) -> str:
                  f"{measured['protocol'].split(' (')[0]} "
                  f"and has no full run timed yet; its parts' times are partial_runs in {TIMES}")  # fmt: skip
     return line
+
+
+def untimed_stages(parts: dict[str, float], full: dict) -> dict[str, float]:
+    """The full run's stages (``stage_seconds``, by stage name) of which no item was timed in ``parts`` (by item:
+    ``sweep_cnn@2``), with the full run's seconds: what the parts' sum leaves out."""
+    timed = {item.partition("@")[0] for item in parts}
+    return {stage: seconds for stage, seconds in full.get("stage_seconds", {}).items() if stage not in timed}
 
 
 def same_kind_before(runtime_key: str, hardware: str, times: dict) -> str:

@@ -105,6 +105,11 @@ def test_where_the_committed_protocol_was_timed_in_parts_on_this_kind_the_line_s
     )
     elsewhere = estimate_line("cpu bf16", "AVX512, native bf16: avx512_bf16+amx_bf16 (step 1.42x)", times)
     assert "in parts" not in elsewhere
+    full["stage_seconds"] = {"sweep_cnn": 1100.0, "evaluate": 12.0, "ablation": 94.0, "pretrain_scale": 367.0}
+    assert line.replace("; a stage not among them was never timed here)", "), plus the 2 stages never timed here "
+                        "(ablation, pretrain_scale): about 8 min in the full run on a Sapphire Rapids") == (
+        estimate_line("cpu fp32", "AVX2, no native bf16", times)
+    )  # fmt: skip
 
 
 def test_the_committed_parts_time_every_trained_arm_and_backbone_on_the_kind_they_ran():
