@@ -36,12 +36,15 @@ def estimate_line(runtime_key: str, hardware: str, times: dict) -> str:
             f"{', '.join(used)} in {TIMES}"
         )
         if untimed := untimed_stages(parts, measured or {}):
-            return (
-                f"{line}), plus the {len(untimed)} stages never timed here ({', '.join(sorted(untimed))}): about "
-                f"{sum(untimed.values()) / 60:.0f} min in the full run on {measured['machine']}; stages already up "
-                f"to date are skipped"
+            line += (
+                f"), plus the {len(untimed)} stages never timed here ({', '.join(sorted(untimed))}): about "
+                f"{sum(untimed.values()) / 60:.0f} min in the full run on {measured['machine']}"
             )
-        return f"{line}; a stage not among them was never timed here); stages already up to date are skipped"
+        else:
+            line += "; a stage not among them was never timed here)"
+        if partly := partly_timed(parts, measured or {}):
+            line += f"; not counted: the items never timed here of {', '.join(partly)}"
+        return f"{line}; stages already up to date are skipped"
     if measured is None:
         known = ", ".join(f"{key}: {value['minutes']:.0f} min" for key, value in times.get("runs", {}).items())
         return f"dvc repro from scratch runs in {here}; no full run was timed in that setting ({known})"
@@ -69,6 +72,16 @@ def untimed_stages(parts: dict[str, float], full: dict) -> dict[str, float]:
     ``sweep_cnn@2``), with the full run's seconds: what the parts' sum leaves out."""
     timed = {item.partition("@")[0] for item in parts}
     return {stage: seconds for stage, seconds in full.get("stage_seconds", {}).items() if stage not in timed}
+
+
+def partly_timed(parts: dict[str, float], full: dict) -> list[str]:
+    """The full run's foreach stages (``stage_runs``: how many items it ran) of which the parts timed some items
+    but fewer than that, as "sweep_scratch (4 of 5 items)": their sum leaves the rest out, unnamed otherwise."""
+    counts: dict[str, int] = {}
+    for item in parts:
+        counts[item.partition("@")[0]] = counts.get(item.partition("@")[0], 0) + 1
+    runs = full.get("stage_runs", {})
+    return [f"{stage} ({n} of {runs[stage]} items)" for stage, n in sorted(counts.items()) if n < runs.get(stage, 0)]
 
 
 def same_kind_before(runtime_key: str, hardware: str, times: dict) -> str:

@@ -110,6 +110,11 @@ def test_where_the_committed_protocol_was_timed_in_parts_on_this_kind_the_line_s
                         "(ablation, pretrain_scale): about 8 min in the full run on a Sapphire Rapids") == (
         estimate_line("cpu fp32", "AVX2, no native bf16", times)
     )  # fmt: skip
+    full["stage_runs"] = {"sweep_cnn": 5, "evaluate": 1, "ablation": 1, "pretrain_scale": 8}
+    assert estimate_line("cpu fp32", "AVX2, no native bf16", times).endswith(
+        "a Sapphire Rapids; not counted: the items never timed here of sweep_cnn (1 of 5 items); stages already up to "
+        "date are skipped"
+    )
 
 
 def test_the_committed_parts_time_every_trained_arm_and_backbone_on_the_kind_they_ran():
@@ -119,7 +124,14 @@ def test_the_committed_parts_time_every_trained_arm_and_backbone_on_the_kind_the
     seconds, used = committed_parts(times, "cpu fp32", runs["issue37_adopted_rule"]["hardware"])
     trained = [f"sweep_{arm}@{point}" for arm in ("scratch", "cnn", "pretrained") for point in range(5)]
     assert set(trained + ["backbone", "masked_patch", "masked_patch_seeds", "collapse"]) <= set(seconds)
-    assert used == times["committed_parts"]
+    assert used == ["issue37_adopted_rule", "issue37_rerun_continued"]
+    # the committed run's check on another kind ran its trained stages with its seeds: parts on that kind only
+    cross_kind = [purpose for purpose in times["committed_parts"] if purpose.startswith("issue37_cross_kind")]
+    zen4 = runs[cross_kind[0]]["hardware"]
+    seconds, used = committed_parts(times, "cpu bf16", zen4)
+    assert used == cross_kind and cpu_kind(zen4) != cpu_kind(runs["issue37_adopted_rule"]["hardware"])
+    assert set(seconds) <= {*trained, "backbone", "masked_patch", "masked_patch_seeds", *(
+        f"sweep_pixels@{point}" for point in range(5))}  # fmt: skip
 
 
 def test_a_truncated_repro_time_file_is_one_line_naming_it(tmp_path):

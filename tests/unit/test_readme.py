@@ -165,6 +165,17 @@ def runs_at_floor(name: str = "data_hunger.json") -> int:
     return sum(cell.get("stopped_at_floor", 0) for arm in committed(name)["runs"].values() for cell in arm.values())
 
 
+def cross_kind_floor(arm: str, point: int) -> str:
+    """The committed run's cross-kind check: its kept runs of ``arm`` at ``point`` whose cooldown began at the floor,
+    as "k of n", from the saved point file (the check runs no data_hunger stage)."""
+    from pipeline.results.curve_results import stopped_at_floor
+
+    path = REPO / "metrics" / "rerun_cpu" / "progress" / "metrics" / "data_hunger" / f"{arm}_{point}.json"
+    runs = json.loads(path.read_text())["runs"].values()
+    window = yaml.safe_load((REPO / "params.yaml").read_text())["data_hunger"]["plateau_window"]
+    return f"{sum(stopped_at_floor(run, window) for run in runs)} of {len(runs)}"
+
+
 def replication_margins_under_a_point() -> str:
     """In how many arm-by-size cells the replication's chosen learning rate led the runner-up by under one point."""
     cells = [cell for arm in committed(REPLICATION)["learning_rates"].values() for cell in arm.values()]
@@ -320,6 +331,8 @@ QUOTED = [
     (RESULTS, "ended at the cap, and {} began", lambda: runs_at_floor("replication/data_hunger.json")),
     (RESULTS, "with fresh seeds kept {} of its verdicts", lambda: verdicts_held(COMMITTED_REPLICATION)),
     (REPRODUCIBILITY, 'with fresh seeds": {} verdicts held', lambda: verdicts_held(COMMITTED_REPLICATION)),
+    (REPRODUCIBILITY, "begins at it in {} of fine-tuning's kept runs", lambda: cross_kind_floor("finetune", 0)),
+    (REPRODUCIBILITY, "and in {} of the ViT from scratch's", lambda: cross_kind_floor("scratch", 0)),
     (RESULTS, "are under one point in {} cells", lambda: replication_margins_under_a_point()),
     (RESULTS, "`evaluate` took {:.2f}x their time there", lambda: same_cpu_kind()["total_ratio"]),
     (RESULTS, "the transfer arms alone {:.2f}x", lambda: same_cpu_kind()["ratio"]["sweep_pretrained"]),
