@@ -25,7 +25,8 @@ def estimate_line(runtime_key: str, hardware: str, times: dict) -> str:
     and a second where that run's protocol is older than the committed one (``protocol`` in the times file).
     Only measurements: a setting never timed says so, and a run timed on another CPU kind says that too (a
     2-core AVX2 machine and one with avx512_bf16 differ by far more than the noise). Where the committed
-    protocol's stages were timed in parts on this CPU kind and precision (``committed_parts``), their sum."""
+    protocol's stages were timed in parts on this CPU kind and precision (``committed_parts``), their sum, with the
+    stages they never timed here named and their time in the full run added, on that run's machine."""
     here = f"{runtime_key} ({hardware})"
     parts, used = committed_parts(times, runtime_key, hardware)
     measured = times.get("runs", {}).get(runtime_key)
