@@ -36,6 +36,8 @@ SECOND_RUNS = {
     "run_before_accuracy_rule/replication/comparison.json": "the loss rule's replication",
     # the fresh-seed replication of the committed run (the accuracy rule's), seeds 5-9
     "replication/comparison.json": "the committed run's replication",
+    # the committed run's sweeps again with its seeds in bf16 on a Zen 4 (it ran in fp32 on an AVX2 EPYC)
+    "rerun_cpu/comparison.json": "the committed run's cross-kind check",
 }
 
 

@@ -176,6 +176,14 @@ def cross_kind_floor(arm: str, point: int) -> str:
     return f"{sum(stopped_at_floor(run, window) for run in runs)} of {len(runs)}"
 
 
+def cross_kind_rates(kept: bool = False) -> str:
+    """The committed run's cross-kind check: the cells whose learning rate moved, "k of n"; with ``kept``, the most
+    of the 15 arm-by-size cells that can keep theirs once every cell has run."""
+    cells = [cell for arm in committed(CROSS_KIND)["learning_rates"].values() for cell in arm.values()]
+    moved = sum(not cell["same"] for cell in cells)
+    return f"{15 - moved} of 15" if kept else f"{moved} of {len(cells)}"
+
+
 def replication_margins_under_a_point() -> str:
     """In how many arm-by-size cells the replication's chosen learning rate led the runner-up by under one point."""
     cells = [cell for arm in committed(REPLICATION)["learning_rates"].values() for cell in arm.values()]
@@ -246,6 +254,7 @@ def min_bf16_speedup() -> float:
 
 
 REPRODUCIBILITY, RESULTS = "docs/reproducibility.md", "docs/results.md"
+CROSS_KIND = "rerun_cpu/comparison.json"  # the committed run's check on another CPU kind
 # The results the prose quotes by hand: (document, the words around the number, where the number comes from).
 QUOTED = [
     ("README.md", "a {:.1f}M-parameter ViT", lambda: committed("backbone.json")["params"] / 1e6),
@@ -331,6 +340,9 @@ QUOTED = [
     (RESULTS, "ended at the cap, and {} began", lambda: runs_at_floor("replication/data_hunger.json")),
     (RESULTS, "with fresh seeds kept {} of its verdicts", lambda: verdicts_held(COMMITTED_REPLICATION)),
     (REPRODUCIBILITY, 'with fresh seeds": {} verdicts held', lambda: verdicts_held(COMMITTED_REPLICATION)),
+    (REPRODUCIBILITY, "The rate moved in {} cells, so issue", cross_kind_rates),
+    (REPRODUCIBILITY, "this check: at most {} kept theirs", lambda: cross_kind_rates(kept=True)),
+    (REPRODUCIBILITY, "of those it can compare, {} kept theirs", lambda: verdicts_held(CROSS_KIND)),
     (REPRODUCIBILITY, "begins at it in {} of fine-tuning's kept runs", lambda: cross_kind_floor("finetune", 0)),
     (REPRODUCIBILITY, "and in {} of the ViT from scratch's", lambda: cross_kind_floor("scratch", 0)),
     (RESULTS, "are under one point in {} cells", lambda: replication_margins_under_a_point()),
