@@ -184,6 +184,16 @@ def cross_kind_rates(kept: bool = False) -> str:
     return f"{15 - moved} of 15" if kept else f"{moved} of {len(cells)}"
 
 
+def cross_kind_parts() -> dict[str, float]:
+    """The committed protocol's stage items timed on the Zen 4 kind in bf16, by its cross-kind check (what ``make
+    repro`` sums there)."""
+    from pipeline.results.repro_plan import committed_parts
+
+    times = committed("repro_time.json")
+    hardware = partial_run_for("issue37_cross_kind_accuracy_rule_transfer")["hardware"]
+    return committed_parts(times, "cpu bf16", hardware)[0]
+
+
 def replication_margins_under_a_point() -> str:
     """In how many arm-by-size cells the replication's chosen learning rate led the runner-up by under one point."""
     cells = [cell for arm in committed(REPLICATION)["learning_rates"].values() for cell in arm.values()]
@@ -341,7 +351,9 @@ QUOTED = [
     (RESULTS, "with fresh seeds kept {} of its verdicts", lambda: verdicts_held(COMMITTED_REPLICATION)),
     (REPRODUCIBILITY, 'with fresh seeds": {} verdicts held', lambda: verdicts_held(COMMITTED_REPLICATION)),
     (REPRODUCIBILITY, "The rate moved in {} cells, so issue", cross_kind_rates),
-    (REPRODUCIBILITY, "this check: at most {} kept theirs", lambda: cross_kind_rates(kept=True)),
+    ("README.md", "`_transfer`): {:.1f} stage minutes", lambda: sum(cross_kind_parts().values()) / 60),
+    ("README.md", "stage minutes for those {} stage items", lambda: len(cross_kind_parts())),
+    (REPRODUCIBILITY, "this check: {} kept theirs", lambda: cross_kind_rates(kept=True)),
     (REPRODUCIBILITY, "of those it can compare, {} kept theirs", lambda: verdicts_held(CROSS_KIND)),
     (REPRODUCIBILITY, "begins at it in {} of fine-tuning's kept runs", lambda: cross_kind_floor("finetune", 0)),
     (REPRODUCIBILITY, "and in {} of the ViT from scratch's", lambda: cross_kind_floor("scratch", 0)),
