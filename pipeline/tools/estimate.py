@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from pathlib import Path
 
 from pipeline.core.entry import stage_main, tool_parser
@@ -78,9 +79,7 @@ def untimed_stages(parts: dict[str, float], full: dict) -> dict[str, float]:
 def partly_timed(parts: dict[str, float], full: dict) -> list[str]:
     """The full run's foreach stages (``stage_runs``: how many items it ran) of which the parts timed some items
     but fewer than that, as "sweep_scratch (4 of 5 items)": their sum leaves the rest out, unnamed otherwise."""
-    counts: dict[str, int] = {}
-    for item in parts:
-        counts[item.partition("@")[0]] = counts.get(item.partition("@")[0], 0) + 1
+    counts = Counter(item.partition("@")[0] for item in parts)
     runs = full.get("stage_runs", {})
     return [f"{stage} ({n} of {runs[stage]} items)" for stage, n in sorted(counts.items()) if n < runs.get(stage, 0)]
 
