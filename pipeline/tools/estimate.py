@@ -10,7 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
+
+import yaml
 
 from pipeline.core.entry import stage_main, tool_parser
 from pipeline.core.files import read_json
@@ -19,22 +22,24 @@ from pipeline.results.repro_plan import committed_parts, cpu_kind
 from pipeline.train.runtime import resolve_runtime
 
 TIMES = Path("metrics/repro_time.json")
+DVC_YAML = Path("dvc.yaml")
 
 
-def estimate_line(runtime_key: str, hardware: str, times: dict) -> str:
+def estimate_line(runtime_key: str, hardware: str, times: dict, stages: Iterable[str] = ()) -> str:
     """One line: the measured time of a full run on this device and precision, or the settings that were timed;
     and a second where that run's protocol is older than the committed one (``protocol`` in the times file).
     Only measurements: a setting never timed says so, and a run timed on another CPU kind says that too (a
     2-core AVX2 machine and one with avx512_bf16 differ by far more than the noise). Where the committed
     protocol's stages were timed in parts on this CPU kind and precision (``committed_parts``), their sum, with the
-    stages they never timed here named and their time in the full run added, on that run's machine."""
+    stages they never timed here named and their time in the full run added, on that run's machine; ``stages``
+    (dvc.yaml's stage names) adds those that neither the parts nor the full run timed, named as not counted."""
     here = f"{runtime_key} ({hardware})"
     parts, used = committed_parts(times, runtime_key, hardware)
     measured = times.get("runs", {}).get(runtime_key)
     if parts:
         line = (
             f"dvc repro from scratch runs in {here}: about {sum(parts.values()) / 60:.0f} min, the committed "
-            f"protocol's stages as timed in parts on this CPU kind ({len(parts)} stages, partial_runs "
+            f"protocol's stages as timed in parts on this CPU kind ({len(parts)} stage items, partial_runs "
             f"{', '.join(used)} in {TIMES}"
         )
         if untimed := untimed_stages(parts, measured or {}):
@@ -46,6 +51,8 @@ def estimate_line(runtime_key: str, hardware: str, times: dict) -> str:
             line += "; a stage not among them was never timed here)"
         if partly := partly_timed(parts, measured or {}):
             line += f"; not counted: the items never timed here of {', '.join(partly)}"
+        if unknown := never_timed(stages, parts, measured or {}):
+            line += f"; not counted: {', '.join(unknown)}, timed neither here nor in that full run"
         return f"{line}; stages already up to date are skipped"
     if measured is None:
         known = ", ".join(f"{key}: {value['minutes']:.0f} min" for key, value in times.get("runs", {}).items())
@@ -84,6 +91,20 @@ def partly_timed(parts: dict[str, float], full: dict) -> list[str]:
     return [f"{stage} ({n} of {runs[stage]} items)" for stage, n in sorted(counts.items()) if n < runs.get(stage, 0)]
 
 
+def never_timed(stages: Iterable[str], parts: dict[str, float], full: dict) -> list[str]:
+    """The stages of ``stages`` (dvc.yaml's names) that neither ``parts`` (by item) nor the full run timed: stages
+    newer than that run (``collapse``), which the sum would otherwise leave out without a word."""
+    timed = {item.partition("@")[0] for item in parts} | set(full.get("stage_seconds", {}))
+    return sorted(set(stages) - timed)
+
+
+def dvc_stage_names(path: Path = DVC_YAML) -> list[str]:
+    """The stage names in ``dvc.yaml`` (foreach and matrix stages once, by their name): none where it is absent."""
+    if not path.is_file():
+        return []
+    return list((yaml.safe_load(path.read_text()) or {}).get("stages", {}))
+
+
 def same_kind_before(runtime_key: str, hardware: str, times: dict) -> str:
     """Where the current protocol was timed on another CPU kind only: the newest earlier full run in this setting
     on this CPU kind, as a clause (an AVX2 machine runs fp32 about three times slower than a Sapphire Rapids)."""
@@ -105,7 +126,8 @@ def main() -> None:
     parse_args(sys.argv[1:])
     runtime = resolve_runtime(load_params().runtime)
     times = read_json(TIMES) if TIMES.is_file() else {}  # committed: may hold a merge's markers
-    print(estimate_line(f"{runtime.device.type} {runtime.precision}", runtime.hardware, times))
+    key = f"{runtime.device.type} {runtime.precision}"
+    print(estimate_line(key, runtime.hardware, times, dvc_stage_names()))
 
 
 if __name__ == "__main__":

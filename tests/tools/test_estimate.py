@@ -100,7 +100,7 @@ def test_where_the_committed_protocol_was_timed_in_parts_on_this_kind_the_line_s
     line = estimate_line("cpu fp32", "AVX2, no native bf16", times)
     assert line == (
         "dvc repro from scratch runs in cpu fp32 (AVX2, no native bf16): about 60 min, the committed protocol's "
-        "stages as timed in parts on this CPU kind (2 stages, partial_runs adopted in metrics/repro_time.json; a "
+        "stages as timed in parts on this CPU kind (2 stage items, partial_runs adopted in metrics/repro_time.json; a "
         "stage not among them was never timed here); stages already up to date are skipped"
     )
     elsewhere = estimate_line("cpu bf16", "AVX512, native bf16: avx512_bf16+amx_bf16 (step 1.42x)", times)
@@ -149,3 +149,26 @@ def test_a_truncated_repro_time_file_is_one_line_naming_it(tmp_path):
     assert result.returncode == 1
     (line,) = result.stderr.strip().splitlines()
     assert "metrics/repro_time.json is not valid JSON" in line and "truncated or damaged" in line
+
+
+def test_stages_newer_than_every_timed_run_are_named_as_not_counted():
+    part = {
+        "purpose": "p",
+        "hardware": "AVX2, no native bf16",
+        "precision": "fp32",
+        "stage_seconds": {"sweep_cnn@0": 60.0},
+    }
+    full = {"minutes": 112.0, "machine": "a Sapphire Rapids", "stage_seconds": {"sweep_cnn": 100.0, "plot": 2.0}}
+    times = {"committed_parts": ["p"], "partial_runs": [part], "runs": {"cpu fp32": full}}
+    line = estimate_line("cpu fp32", "AVX2, no native bf16", times, ["sweep_cnn", "plot", "collapse", "a_new_stage"])
+    assert "; not counted: a_new_stage, collapse, timed neither here nor in that full run;" in line
+    assert "not counted" not in estimate_line("cpu fp32", "AVX2, no native bf16", times, ["sweep_cnn", "plot"])
+
+
+def test_the_stage_names_come_from_the_real_dvc_yaml(tmp_path):
+    from pipeline.tools.estimate import dvc_stage_names
+
+    names = dvc_stage_names(REPO / "dvc.yaml")
+    assert {"download", "sweep_scratch", "sweep_pretrained", "collapse", "summary"} <= set(names)
+    assert all("@" not in name for name in names)  # foreach/matrix stages once, by name
+    assert dvc_stage_names(tmp_path / "dvc.yaml") == []
