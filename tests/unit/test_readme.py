@@ -71,6 +71,26 @@ def partial_run_for(purpose: str) -> dict:
     return next(run for run in committed("repro_time.json")["partial_runs"] if run.get("purpose") == purpose)
 
 
+def issue21_same_kind() -> dict:
+    """Issue 21's protocol run again in bf16 on the Zen 4 that ran the committed run's cross-kind check."""
+    return partial_run_for("issue21_same_kind")
+
+
+def same_kind(key: str) -> float:
+    return issue21_same_kind()["same_cpu_kind_committed_parts"][key]
+
+
+def smallest_sweeps_same_kind() -> list[float]:
+    """The trained arms' sweeps at 10 per class: issue 37's seconds over issue 21's on the Zen 4."""
+    per_item = same_kind("per_item")
+    return [ratio for item, ratio in per_item.items() if item.endswith("@0") and not item.startswith("sweep_pixels")]
+
+
+def accounting_ratio(count: str) -> float:
+    """The whole curve's count in the committed point files over issue 21's (benchmarks/compute_accounting.py)."""
+    return committed("compute_accounting.json")["totals"]["ratio"][count]
+
+
 def floor_and_cross_kind() -> dict:
     """Stage seconds of issue 37's floor check and cross-kind rerun, fp32 on a 2-core AVX2 EPYC."""
     return partial_run_for("issue37_floor_and_cross_kind")["stage_seconds"]
@@ -353,6 +373,16 @@ QUOTED = [
     (REPRODUCIBILITY, "The rate moved in {} cells, so issue", cross_kind_rates),
     ("README.md", "`_transfer`): {:.1f} stage minutes", lambda: sum(cross_kind_parts().values()) / 60),
     ("README.md", "stage minutes for those {} stage items", lambda: len(cross_kind_parts())),
+    ("README.md", "purpose `issue21_same_kind`): {:.1f} stage minutes", lambda: issue21_same_kind()["minutes"]),
+    ("README.md", "There, the {} stage items", lambda: same_kind("items")),
+    ("README.md", "timed took {:.2f}x their time", lambda: same_kind("ratio")),
+    ("README.md", "({:.1f} against", lambda: same_kind("issue37_minutes")),
+    ("README.md", "against {:.1f} stage minutes), where", lambda: same_kind("issue21_minutes")),
+    ("README.md", "the curve trains {:.2f}x the runs", lambda: accounting_ratio("runs")),
+    ("README.md", "take {:.2f}x the training images", lambda: accounting_ratio("train_images")),
+    ("README.md", "score {:.1f}x the validation images", lambda: accounting_ratio("val_images")),
+    (REPRODUCIBILITY, "sweeps at 10 per class {:.2f}x to", lambda: min(smallest_sweeps_same_kind())),
+    (REPRODUCIBILITY, "to {:.2f}x: their runs are short", lambda: max(smallest_sweeps_same_kind())),
     (REPRODUCIBILITY, "this check: {} kept theirs", lambda: cross_kind_rates(kept=True)),
     (REPRODUCIBILITY, "of those it can compare, {} kept theirs", lambda: verdicts_held(CROSS_KIND)),
     (REPRODUCIBILITY, "begins at it in {} of fine-tuning's kept runs", lambda: cross_kind_floor("finetune", 0)),
@@ -514,3 +544,16 @@ def test_the_readme_states_the_committed_validation_split_and_choice_seeds():
     assert f"after {held_out} per class are held out for validation" in readme
     numbers = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
     assert f"`data_hunger.choice_seeds` seeds ({numbers[params['data_hunger']['choice_seeds']]})" in readme
+
+
+def test_issue_37s_same_kind_ratio_is_the_committed_parts_over_issue_21s_run_on_that_kind():
+    """The README's ratio for issue 37's bound on compute, recomputed from the stage seconds in the file."""
+    from pipeline.results.repro_plan import committed_parts
+
+    run = issue21_same_kind()
+    parts, _ = committed_parts(committed("repro_time.json"), "cpu bf16", run["hardware"])
+    issue21 = {item: s - run.get("paused_seconds", {}).get(item, 0) for item, s in run["stage_seconds"].items()}
+    both = [item for item in parts if item in issue21]
+    assert len(both) == same_kind("items") and set(parts) - set(both) == set(same_kind("issue37_only"))
+    assert round(sum(parts[i] for i in both) / sum(issue21[i] for i in both), 2) == same_kind("ratio")
+    assert round(sum(issue21.values()) / 60, 1) == run["minutes"]
