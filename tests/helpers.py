@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import importlib.util
 import io
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import torch
@@ -22,6 +24,14 @@ from pipeline.train.schedule import Recipe, epoch_steps
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = Runtime(torch.device("cpu"), "fp32")
+
+
+def benchmark_module(name: str) -> ModuleType:
+    """``benchmarks/<name>.py``, imported: the benchmarks are scripts, not a package."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def committed_params() -> dict:

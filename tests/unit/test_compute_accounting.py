@@ -1,20 +1,17 @@
 """benchmarks/compute_accounting.py: the training runs, steps and scored images a protocol's point files imply."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from helpers import benchmark_module
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def accounting():
-    spec = importlib.util.spec_from_file_location("compute_accounting", ROOT / "benchmarks" / "compute_accounting.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("compute_accounting")
 
 
 def point(trials: dict, lr: float, steps: list[int], scores: int, n_train: int = 30, n_val: int = 1500) -> dict:

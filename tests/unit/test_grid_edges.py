@@ -1,10 +1,10 @@
 """benchmarks/grid_edges.py: one step past an edge of the 1-3-10 learning-rate sequence, and the table it feeds."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from helpers import benchmark_module
 
 from pipeline.results.report_tables import grid_edges_table
 
@@ -13,10 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def grid_edges():
-    spec = importlib.util.spec_from_file_location("grid_edges", ROOT / "benchmarks" / "grid_edges.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("grid_edges")
 
 
 @pytest.mark.parametrize(("lr", "side", "expected"), [

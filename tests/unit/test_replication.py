@@ -1,21 +1,18 @@
 """benchmarks/replication.py: a stopped run's files saved for git and restored in a new worktree; the rerun's order."""
 
-import importlib.util
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import benchmark_module
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def replication():
-    spec = importlib.util.spec_from_file_location("replication", ROOT / "benchmarks" / "replication.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("replication")
 
 
 def git(*args: str, cwd: Path) -> None:
