@@ -8,10 +8,10 @@ training runs the sweep made (every learning-rate candidate on each seed it trai
 chosen rate); ``kept_steps``, the optimiser steps of the kept runs; ``train_images``, the training images those steps
 took (``data_hunger.batch_size`` each, the last batch of an epoch smaller); ``val_images``, the validation images
 the kept runs scored (each score is the whole validation split: a forward pass, where a training image costs a
-forward and a backward pass). A candidate's runs that were not kept record no step count,
-so the steps and scores of the choice itself are not counted; ``runs`` is. ``ratio`` divides the committed
-protocol's count by the older one's, per cell and for the whole curve: what a stage's time grows with, where the
-time itself was measured on different machines (``metrics/repro_time.json``).
+forward and a backward pass). A candidate's runs that were not kept record no step count, so the steps and scores
+of the choice itself are not counted; ``runs`` is. ``ratio`` divides the committed protocol's count by the older
+one's, per cell and for the whole curve: what a stage's time grows with (the times themselves, per machine, are in
+``metrics/repro_time.json``).
 """
 
 from __future__ import annotations
