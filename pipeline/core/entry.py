@@ -189,6 +189,8 @@ def stage_main(main: Callable[[], None]) -> Callable[[], None]:
         # Under `python -m pipeline.X` the module is __main__; its spec keeps the real name.
         spec = main.__globals__.get("__spec__")
         module = spec.name if spec else main.__module__
+        if module == "__main__":  # a script (`torchrun train_once.py`): its file names it, as a module's name would
+            module = Path(main.__globals__.get("__file__", module)).stem
         stage = module.rsplit(".", 1)[-1]
         started = time.perf_counter()
         _stop_on_signals()

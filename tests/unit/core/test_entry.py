@@ -23,6 +23,30 @@ def test_stage_main_prints_one_line_and_exits_1(capsys, monkeypatch):
     assert capsys.readouterr().err == f"error in stage {stage}: the data folder is empty; put images in it\n"
 
 
+def test_a_script_is_named_by_its_file_not_as_main(tmp_path):
+    """`torchrun train_once.py` runs a script whose module is __main__: its one line names the file, as a stage's
+    names its module (the distributed tests' stop message depends on it)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "train_once.py"
+    script.write_text(
+        "from pipeline.core.entry import stage_main\n"
+        "from pipeline.core.errors import UserError\n"
+        "@stage_main\n"
+        "def main():\n"
+        "    raise UserError('the data folder is empty')\n"
+        "main()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    env.pop("PIPELINE_DEBUG", None)
+    result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert result.returncode == 1
+    assert result.stderr == "error in stage train_once: the data folder is empty\n"
+
+
 def test_stage_main_reraises_with_pipeline_debug_and_passes_other_errors(monkeypatch):
     monkeypatch.setenv("PIPELINE_DEBUG", "1")
     with pytest.raises(UserError, match="data folder is empty"):
