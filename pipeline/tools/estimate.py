@@ -76,17 +76,22 @@ def estimate_line(runtime_key: str, hardware: str, times: dict, stages: Iterable
     return line
 
 
+def stage_of_items(items: Iterable[str]) -> list[str]:
+    """Each stage item's stage (``sweep_cnn@2`` -> ``sweep_cnn``), in order, repeats kept."""
+    return [item.partition("@")[0] for item in items]
+
+
 def untimed_stages(parts: dict[str, float], full: dict) -> dict[str, float]:
     """The full run's stages (``stage_seconds``, by stage name) of which no item was timed in ``parts`` (by item:
     ``sweep_cnn@2``), with the full run's seconds: what the parts' sum leaves out."""
-    timed = {item.partition("@")[0] for item in parts}
+    timed = set(stage_of_items(parts))
     return {stage: seconds for stage, seconds in full.get("stage_seconds", {}).items() if stage not in timed}
 
 
 def partly_timed(parts: dict[str, float], full: dict) -> list[str]:
     """The full run's foreach stages (``stage_runs``: how many items it ran) of which the parts timed some items
     but fewer than that, as "sweep_scratch (4 of 5 items)": their sum leaves the rest out, unnamed otherwise."""
-    counts = Counter(item.partition("@")[0] for item in parts)
+    counts = Counter(stage_of_items(parts))
     runs = full.get("stage_runs", {})
     return [f"{stage} ({n} of {runs[stage]} items)" for stage, n in sorted(counts.items()) if n < runs.get(stage, 0)]
 
@@ -94,7 +99,7 @@ def partly_timed(parts: dict[str, float], full: dict) -> list[str]:
 def never_timed(stages: Iterable[str], parts: dict[str, float], full: dict) -> list[str]:
     """The stages of ``stages`` (dvc.yaml's names) that neither ``parts`` (by item) nor the full run timed: stages
     newer than that run (``collapse``), which the sum would otherwise leave out without a word."""
-    timed = {item.partition("@")[0] for item in parts} | set(full.get("stage_seconds", {}))
+    timed = set(stage_of_items(parts)) | set(full.get("stage_seconds", {}))
     return sorted(set(stages) - timed)
 
 
