@@ -42,15 +42,19 @@ def sweep_runs(point: dict) -> int:
 
 
 def cell_counts(point: dict, batch_size: int) -> dict[str, int]:
-    """The counts of one point file; an epoch of ``n_train`` images is ``ceil(n_train / batch_size)`` steps."""
+    """The counts of one point file; an epoch of ``n_train`` images is ``ceil(n_train / batch_size)`` steps. A run
+    with a monitor (``n_monitor`` in the point file) scores it at each point of its curve and the whole validation
+    split once, at its end."""
     kept = point["runs"].values()
     steps = sum(run["steps"] for run in kept)
     n_train = point["n_train"]
+    scores = sum(len(run["curve"]) for run in kept)
+    monitor = point.get("n_monitor")
     return {
         "runs": sweep_runs(point),
         "kept_steps": steps,
         "train_images": round(steps * n_train / math.ceil(n_train / batch_size)),
-        "val_images": sum(len(run["curve"]) for run in kept) * point["n_val"],
+        "val_images": scores * point["n_val"] if monitor is None else scores * monitor + len(kept) * point["n_val"],
     }
 
 

@@ -6,7 +6,7 @@ its full rerun of the committed pipeline, each across as many working sessions a
     # the loss rule's run's replication: metrics/run_before_accuracy_rule/replication/, held against that run
     python benchmarks/replication.py --rerun --work ../rerun   # hours: every stage of this commit's dvc.yaml
     python benchmarks/replication.py --work ../replication --only backbone ... evaluate   # see ONLY below
-    python benchmarks/replication.py --adopted --work ../rerun_adopted   # hours: --rerun with ADOPTED_CHANGES
+    python benchmarks/replication.py --adopted --work ../rerun_compute   # hours: --rerun with ADOPTED_CHANGES
     python benchmarks/replication.py --cross-kind --work ../rerun_cpu   # the sweeps another CPU kind ran, here
     python benchmarks/precision_change.py metrics/rerun_cpu/progress/metrics/data_hunger \
         > metrics/rerun_cpu/comparison.json
@@ -18,9 +18,11 @@ then those that read the cached backbones, which a new session trains again), pr
 ``metrics/`` and ``plots/`` files (``--collect-only`` does that alone). Each ``dvc repro`` call's wall time, the
 CPU and its bf16 features go to ``times.json`` beside the progress folder, for ``metrics/repro_time.json``.
 ``--adopted`` is that rerun with ``ADOPTED_CHANGES`` set in the worktree's ``params.yaml`` (the changes
-docs/results.md adopted for the next full run before it began), its progress in ``metrics/rerun_adopted/progress/``;
-once it is done, collecting it first keeps the committed run's result files in ``metrics/run_before_accuracy_rule/``
-(``keep_committed``), then the same values are set in this checkout's ``params.yaml`` by hand.
+docs/results.md adopted for the next full run before it began), its progress in ``metrics/rerun_compute/progress/``;
+once it is done, collecting it first keeps the committed run's result files in ``metrics/run_before_compute_rule/``
+(``keep_committed``), then the same values are set in this checkout's ``params.yaml`` by hand. (The accuracy rule's
+run was the adopted run before: its progress is in ``metrics/rerun_adopted/progress/``, the run it replaced in
+``metrics/run_before_accuracy_rule/``.)
 
 Makes ``--work`` a git worktree of this commit (or reuses one an interrupted run left there: DVC resumes at the
 first stage whose outputs are missing), shares this repository's DVC cache, sets the seeds docs/results.md wrote
@@ -93,12 +95,13 @@ class Run(NamedTuple):
 NOT_COMPARED = ("ablation", "masked_patch_pool", "collapse", "masked_patch_long", "analysis", "pretrain_scale")
 REPLICATION = Run(SEEDS, (*(t for t in RERUN_ORDER if t.split("@")[0] not in NOT_COMPARED), *TARGETS), PROGRESS)
 RERUN = Run({}, (*RERUN_ORDER, None), REPO / "metrics" / "rerun" / "progress")
-# The next full run (docs/results.md, "The next full run", written before it began): the floor's rule that passed
-# its check (metrics/floor_rule.json), nothing else; the stages that do not read it stay done.
-ADOPTED_CHANGES = {"data_hunger": {"plateau_score": "accuracy"}}
-ADOPTED = Run(ADOPTED_CHANGES, (*RERUN_ORDER, None), REPO / "metrics" / "rerun_adopted" / "progress")
+# The next full run (docs/results.md, "Issue 37's bound on compute", written before it began): successive halving
+# of the choice seeds and a monitor for the plateau rule, nothing else. (The run before, the accuracy rule's, set
+# {"data_hunger": {"plateau_score": "accuracy"}}; its progress is kept in metrics/rerun_adopted/progress/.)
+ADOPTED_CHANGES = {"data_hunger": {"choice_keep": 2, "monitor_per_class": 100}}
+ADOPTED = Run(ADOPTED_CHANGES, (*RERUN_ORDER, None), REPO / "metrics" / "rerun_compute" / "progress")
 # What the adopted run's collection keeps of the run it replaces, for precision_change.py to hold it against
-RUN_BEFORE_ADOPTED = REPO / "metrics" / "run_before_accuracy_rule"
+RUN_BEFORE_ADOPTED = REPO / "metrics" / "run_before_compute_rule"
 KEPT_BEFORE = ("ablation.json", "collapse.json", "comparisons.json", "data_hunger.json", "evaluate.json",
                "pretraining_scale.json", "data_hunger")  # fmt: skip
 # the committed run's; the loss rule's run's check is kept in metrics/run_before_accuracy_rule/rerun_cpu/

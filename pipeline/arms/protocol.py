@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,9 +14,10 @@ from torch import nn
 from pipeline.core import paths
 from pipeline.core.config import DataHungerConfig
 from pipeline.data.images import ImageSet, batch_preparer, load_split
-from pipeline.data.subsets import seed_subset, sweep_sizes, sweep_train_set, val_set
+from pipeline.data.subsets import MONITOR_KEY, seed_subset, sweep_sizes, sweep_train_set, val_set
 from pipeline.models.probe import Probe
 from pipeline.results.stats import spread
+from pipeline.train.ddp import from_rank_zero
 from pipeline.train.loop import Recording, count_parameters, evaluate
 from pipeline.train.plateau import Stopping, better_score, train_until_plateau
 from pipeline.train.runtime import Runtime, seed_everything
@@ -54,6 +56,8 @@ class Point:
     test_features: torch.Tensor | None = None
     # seed -> the linear arm's fitted probe, kept for fine-tuning's lr trials (a cache: the point stays the same)
     probes: dict = field(default_factory=dict)
+    # the part of ``val`` a run scores while it trains (data_hunger.monitor_per_class; None: all of it)
+    monitor: ImageSet | None = None
     # where the curve has several backbones (Curve.backbones > 1): each one's (backbone, val_features,
     # test_features), of which the fields above hold backbone 0's; :func:`for_seed` picks a seed's
     by_backbone: tuple = ()
@@ -75,15 +79,23 @@ def load_point(curve: Curve, view: str, point: int) -> Point:
     pool = sweep_train_set(curve.preset, view)
     test_set = load_split(paths.prepared_split(view, "test"))
     num_classes = len(pool.classes)
+    val = val_set(view)
+    per_class = curve.config.monitor_per_class
     return Point(
         n=sweep_sizes(curve.config, curve.preset, pool.labels, num_classes)[point],
         num_classes=num_classes,
         pool=pool,
-        val=val_set(view),
+        val=val,
+        monitor=seed_subset(val, per_class, MONITOR_SEED, key=MONITOR_KEY) if per_class else None,
         test=test_set,
         prepare=batch_preparer(pool, augment_train=True),
         score=batch_preparer(test_set, augment_train=False),
     )
+
+
+# The monitor's images: one fixed draw (the first images of each class in seed 0's order, as a subset of that
+# size is drawn), so every run of every arm and size scores the same ones.
+MONITOR_SEED = 0
 
 
 def fit_seed(
@@ -91,7 +103,10 @@ def fit_seed(
 ) -> dict:
     """One trained run: the seed's subset, ``data_hunger.<arm>`` at ``lr``, trained under the validation rule
     over the size's budget (``DataHungerConfig.budget``, or up to ``cap`` for a plateau schedule, whose run
-    records where its decay began; best-validation weights kept, step 0 scored too). Its
+    records where its decay began; best-validation weights kept, step 0 scored too). Where the point has a
+    monitor (``data_hunger.monitor_per_class``), the rule scores it alone while the run trains, and the kept
+    weights are scored on the whole validation split once at the end: ``val_acc`` and ``val_loss``, which the
+    choice reads, are always the whole split's (the monitor's best beside them as ``monitor_val_*``). Its
     ``score`` tests it on the whole test set: the sweep calls it once, for a run it keeps."""
     cfg, runtime = curve.config, curve.runtime
     generator = seed_everything(seed)
@@ -101,9 +116,10 @@ def fit_seed(
     optimiser = getattr(cfg, arm).at(lr)
     cap = cfg.cap(arm, steps)
     recipe = Recipe.of(optimiser, cfg.batch_size, cap, warmup_steps=int(optimiser.warmup_fraction * steps))
+    scored = data.val if data.monitor is None else data.monitor
     history, best = train_until_plateau(
         model, train_set.images, train_set.labels, recipe, runtime, generator,
-        val=(data.val.images, data.val.labels),
+        val=(scored.images, scored.labels),
         stopping=Stopping(eval_every, cfg.patience, score_at_start=True, cooldown_fraction=cfg.cooldown_fraction,
                           window=cfg.plateau_window, trend=cfg.plateau_score),
         prepare=data.prepare,
@@ -113,6 +129,14 @@ def fit_seed(
     # over the steps before it, with augmentation on)
     kept_train = evaluate(model, train_set.images, train_set.labels, runtime, curve.eval_batch_size,
                           batch_preparer(train_set, augment_train=False))  # fmt: skip
+    val_scores = {"val_loss": best["val_loss"], "val_acc": best["val_acc"]}
+    if data.monitor is not None:
+        whole = evaluate(model, data.val.images, data.val.labels, runtime, curve.eval_batch_size, data.prepare)
+        # rank 0's score decides, as it does for every score of the rule (pipeline.train.plateau)
+        val_scores = {f"monitor_{key}": value for key, value in val_scores.items()} | {
+            "val_loss": from_rank_zero(whole.loss, runtime),
+            "val_acc": from_rank_zero(whole.accuracy, runtime),
+        }
 
     def score() -> dict:
         result = evaluate(model, data.test.images, data.test.labels, runtime, curve.eval_batch_size, data.score)
@@ -123,8 +147,7 @@ def fit_seed(
         "score": score,  # the test set, called once the run is kept
         "train_loss": kept_train.loss,
         "train_acc": kept_train.accuracy,
-        "val_loss": best["val_loss"],
-        "val_acc": best["val_acc"],
+        **val_scores,
         "best_step": best["step"],
         "steps": history[-1]["step"],
         "budget": steps,
@@ -177,6 +200,7 @@ def point_summary(
         "n_train_per_class": data.n,
         "n_train": len(seed_subset(data.pool, data.n, next(iter(runs)))),
         "n_val": len(data.val),
+        **({} if data.monitor is None else {"n_monitor": len(data.monitor)}),
         "n_test": len(data.test),
         "trained_parameters": first["trained_parameters"],
         **{key: spread([float(r[key]) for r in runs.values()]) for key in PER_RUN if key in first},
@@ -228,6 +252,24 @@ def pruned(first_scores: dict[float, dict], n_val: int, prune_z: float) -> set[f
     return {lr for lr, r in first_scores.items() if leader - r["val_acc"] > margin}
 
 
+def beyond_best(first_scores: dict[float, dict], keep: int) -> set[float]:
+    """The learning rates outside the ``keep`` best of the first seed's validation scores (``better_score``'s
+    order; of equals, the smaller rate ranks first, as :func:`choose_lr` breaks them): successive halving's
+    second rung, which trains only the leaders on the further choice seeds. ``keep`` 0: none dropped. Why 2 is
+    safe enough to pre-register (docs/results.md, "Issue 37's bound on compute"): in the committed run every chosen
+    rate was among its cell's two best on seed 0 (15 of 15 cells), in its fresh-seed replication 14 of 15."""
+    if keep <= 0 or len(first_scores) <= keep:
+        return set()
+
+    def order(a: float, b: float) -> int:
+        if better_score(first_scores[a], first_scores[b]):
+            return -1
+        return 1 if better_score(first_scores[b], first_scores[a]) else 0
+
+    # sorted is stable and the grid comes in increasing order, so of equals the smaller rate stays ahead
+    return set(sorted(first_scores, key=functools.cmp_to_key(order))[keep:])
+
+
 def keep_run(result: dict, tracker) -> dict:
     """A kept run's test score, taken once (never for a learning rate the validation set turned down), logged
     to its ``tracker`` and merged into ``result``."""
@@ -238,13 +280,15 @@ def keep_run(result: dict, tracker) -> dict:
 
 @dataclass(frozen=True)
 class Choice:
-    """How a trained arm chooses its learning rate (``data_hunger.choice_seeds`` and ``prune_z``): every
-    candidate trains on the first seed; those :func:`pruned` stop there; the others train on the rest of the
-    first ``seeds`` seeds; the best mean validation score chooses. ``n_val``: the validation images."""
+    """How a trained arm chooses its learning rate (``data_hunger.choice_seeds``, ``prune_z`` and ``choice_keep``):
+    every candidate trains on the first seed; those :func:`pruned`, and those outside the ``keep`` best
+    (:func:`beyond_best`; 0: no such limit), stop there; the others train on the rest of the first ``seeds``
+    seeds; the best mean validation score chooses. ``n_val``: the validation images."""
 
     seeds: int = 1
     prune_z: float = 0.0
     n_val: int = 1
+    keep: int = 0
 
 
 def trial(record: dict, results: list[tuple[dict, object]], seeds: list[int], choice: Choice, dropped: bool) -> dict:
@@ -259,13 +303,15 @@ def trial(record: dict, results: list[tuple[dict, object]], seeds: list[int], ch
 
 def choose_on_validation(run, lrs: list, choosing: list[int], choice: Choice) -> tuple[dict, dict, set, object]:
     """The choice half of :func:`seed_protocol`, which never touches the test set: every learning rate on the
-    first of the ``choosing`` seeds, the further ones less the candidates the first seed's scores prune, the best
-    mean validation score chosen. Returns each candidate's ``run`` results, its mean score, the pruned
-    candidates and the chosen one."""
+    first of the ``choosing`` seeds, the further ones less the candidates the first seed's scores prune (or leave
+    outside its ``keep`` best), the best mean validation score chosen. Returns each candidate's ``run`` results,
+    its mean score, the pruned candidates and the chosen one."""
     first = {lr: run(choosing[0], lr) for lr in lrs}
     # pruning spares a candidate its further choice seeds: with one, there are none to spare
-    prune_z = choice.prune_z if len(choosing) > 1 else 0.0
-    dropped = pruned({lr: result for lr, (result, _) in first.items()}, choice.n_val, prune_z)
+    several = len(choosing) > 1
+    first_scores = {lr: result for lr, (result, _) in first.items()}
+    dropped = pruned(first_scores, choice.n_val, choice.prune_z if several else 0.0)
+    dropped |= beyond_best(first_scores, choice.keep if several else 0)
     trained = {lr: [first[lr]] + ([] if lr in dropped else [run(seed, lr) for seed in choosing[1:]]) for lr in lrs}
     means = {lr: mean_score([r for r, _ in trained[lr]]) for lr in lrs}
     chosen = choose_lr([(means[lr], lr) for lr in lrs if lr not in dropped])[1]

@@ -155,6 +155,12 @@ class _DataHungerShared:
     # the best mean validation score chosen; a candidate prune_z standard errors behind on the first seed stops there
     choice_seeds: int
     prune_z: float
+    # ... and only the choice_keep best on the first seed train on the others (0: no such limit): successive
+    # halving's second rung
+    choice_keep: int
+    # the images per class a run scores while it trains (its plateau rule and kept weights; 0: the whole
+    # validation split); the kept weights are scored on the whole split once, for the choice
+    monitor_per_class: int
     batch_size: int
     max_epochs: int  # the budget: a run's step cap and its schedule's span, in passes over its training set...
     min_steps: int  # ... and never fewer steps than this (at 10 per class an epoch is one step)
@@ -205,6 +211,10 @@ class _DataHungerShared:
                 f"{self.plateau_window}")  # fmt: skip
         require(self.choice_seeds >= 1, f"{key}.choice_seeds", f"must be at least 1, got {self.choice_seeds}")
         require(self.prune_z >= 0, f"{key}.prune_z", f"must be 0 (no pruning) or more, got {self.prune_z}")
+        require(self.choice_keep >= 0, f"{key}.choice_keep",
+                f"must be 0 (no limit) or a number of candidates, got {self.choice_keep}")  # fmt: skip
+        require(self.monitor_per_class >= 0, f"{key}.monitor_per_class",
+                f"must be 0 (the whole split) or images per class, got {self.monitor_per_class}")  # fmt: skip
         require(0 < self.cooldown_fraction <= 1, f"{key}.cooldown_fraction",
                 f"must be in (0, 1], got {self.cooldown_fraction}")  # fmt: skip
         require(self.patience < self.scores, f"{key}.patience",

@@ -26,7 +26,9 @@ OUTPUT = paths.METRICS / "data_hunger"
 # draws from. SEED_ARMS_KEY: where Params.seed_arms_per_class comes from (paper preset: None, every image).
 SEED_ARMS_KEY, SHOTS_KEY = "offline.train_per_class", "pretraining_scale.shots"
 POOL_KEY = "pretraining_scale.pool_per_class"
+MONITOR_KEY = "data_hunger.monitor_per_class"
 _DRAWN_FROM = {
+    MONITOR_KEY: "in the validation split (validation.offline_per_class or paper_per_class)",
     SEED_ARMS_KEY: "left once validation.offline_per_class are held out",
     SHOTS_KEY: "left once validation.offline_per_class are held out",
     POOL_KEY: "in the pretraining pool",

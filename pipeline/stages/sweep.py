@@ -47,7 +47,7 @@ def run_point(params: Params, arm: str, point: int, shared: dict | None = None) 
     n = data.n
     lrs = getattr(params.data_hunger, arm).lrs if arm in TRAINED else [None]
     cfg = params.data_hunger
-    choice = Choice(cfg.choice_seeds, cfg.prune_z, len(data.val))
+    choice = Choice(cfg.choice_seeds, cfg.prune_z, len(data.val), cfg.choice_keep)
     most = len(lrs) * choice.seeds + len(params.seeds) - choice.seeds  # fewer where the first seed prunes
     done: list[str] = []
     with stage_tracker(params, f"sweep-{arm}-{n}", runtime=runtime, dvc_stage=REGISTRY[arm].dvc_stage, arm=arm,

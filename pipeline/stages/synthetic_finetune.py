@@ -55,7 +55,7 @@ def main() -> None:
     n_pretrain = cfg.categories * cfg.per_category[point]
     result: dict = {"arch": arch, "point": point, "n_pretrain": n_pretrain, "seeds": params.seeds,
                     "runtime": runtime.describe()}  # fmt: skip
-    choice = Choice(hunger.choice_seeds, hunger.prune_z)
+    choice = Choice(hunger.choice_seeds, hunger.prune_z, keep=hunger.choice_keep)
     for curve_point in sorted({hunger.points[0], hunger.headline_point}):
         data = point_data(curve, curve_point, backbone)
         for arm in ARMS:

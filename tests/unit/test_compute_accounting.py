@@ -35,6 +35,11 @@ def test_a_cells_counts_take_the_last_smaller_batch_of_an_epoch_into_account(acc
     assert counts == {"runs": 2, "kept_steps": 12, "train_images": 675, "val_images": 2 * 3 * 300}
 
 
+def test_a_run_with_a_monitor_scores_it_at_each_record_and_the_whole_split_once(accounting):
+    cell = point({"0.001": {"seeds": ["0"]}}, 0.001, [8, 4], 3, n_train=225, n_val=1500) | {"n_monitor": 300}
+    assert accounting.cell_counts(cell, 64)["val_images"] == 2 * 3 * 300 + 2 * 1500
+
+
 def test_the_committed_accounting_is_what_the_tool_prints_from_the_committed_point_files(accounting):
     committed = json.loads((ROOT / "metrics" / "compute_accounting.json").read_text())
     batch = accounting.batch_size((ROOT / "params.yaml").read_text())

@@ -303,19 +303,25 @@ def test_two_kinds_of_run_together_are_refused(replication, monkeypatch, capsys,
 
 
 def test_the_adopted_run_changes_only_its_keys_of_the_committed_params(replication):
-    """The next full run: every stage in the rerun's order, its own progress folder, and params.yaml as committed
-    but for ADOPTED_CHANGES: the floor's rule that passed its check, nothing else."""
+    """The next full run: every stage in the rerun's order, its own progress folder (not the accuracy rule's run's,
+    which is kept), and params.yaml as committed but for ADOPTED_CHANGES: successive halving and the monitor, the
+    two changes docs/results.md wrote before the run, nothing else."""
     import yaml
 
     committed = yaml.safe_load((ROOT / "params.yaml").read_text())
     adopted = replication.changed_params(committed, replication.ADOPTED.changes)
     assert replication.ADOPTED.targets == replication.RERUN.targets
-    assert replication.ADOPTED.progress not in (replication.RERUN.progress, replication.PROGRESS)
-    assert replication.ADOPTED.changes == {"data_hunger": {"plateau_score": "accuracy"}}
-    assert committed["data_hunger"]["plateau_score"] == "accuracy"  # set here by hand when the run was collected
-    assert adopted == committed
-    before = replication.changed_params(committed, {"data_hunger": {"plateau_score": "loss"}})  # the rerun's
-    assert replication.changed_params(before, replication.ADOPTED.changes) == committed
+    kept = ROOT / "metrics" / "rerun_adopted" / "progress"
+    assert replication.ADOPTED.progress not in (replication.RERUN.progress, replication.PROGRESS, kept)
+    assert replication.ADOPTED.changes == {"data_hunger": {"choice_keep": 2, "monitor_per_class": 100}}
+    assert (committed["data_hunger"]["choice_keep"], committed["data_hunger"]["monitor_per_class"]) == (0, 0)
+    assert {k: v for k, v in adopted["data_hunger"].items() if committed["data_hunger"][k] != v} == {
+        "choice_keep": 2,
+        "monitor_per_class": 100,
+    }
+    assert {k: v for k, v in adopted.items() if k != "data_hunger"} == {
+        k: v for k, v in committed.items() if k != "data_hunger"
+    }
 
 
 def test_a_change_to_a_parameter_params_yaml_lacks_is_refused(replication):

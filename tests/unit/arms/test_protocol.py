@@ -1,10 +1,16 @@
-"""pipeline.arms.protocol: what every arm of the curve shares: the grid-edge flag and the learning-rate choice."""
+"""pipeline.arms.protocol: what every arm of the curve shares: the grid-edge flag, the learning-rate choice and the
+validation images a run scores."""
 
 from __future__ import annotations
 
 import pytest
+from helpers import CPU, tiny_params
 
-from pipeline.arms.protocol import at_edge, choose_lr
+from pipeline.arms import cnn as cnn_arm
+from pipeline.arms import protocol
+from pipeline.arms.protocol import Curve, at_edge, choose_lr, point_summary
+from pipeline.core.errors import UserError
+from pipeline.train.loop import evaluate
 
 
 def test_a_choice_at_either_end_of_its_grid_is_flagged_and_a_one_value_grid_never():
@@ -110,3 +116,82 @@ def test_one_choice_seed_is_the_first_seed_rule_and_writes_the_trials_as_before(
     probe = FakeRuns({(0, None): 0.5, (1, None): 0.6})
     kept, trials = seed_protocol(probe, [None], [0, 1], Choice(seeds=2, prune_z=3.0, n_val=6))
     assert probe.calls == [(0, None), (1, None)] and trials == {} and set(kept) == {0, 1}
+
+
+def test_successive_halving_trains_only_the_first_seeds_best_on_the_other_choice_seeds():
+    from pipeline.arms.protocol import Choice, beyond_best, seed_protocol
+
+    first = {0.0003: {"val_acc": 0.70, "val_loss": 0.9}, 0.001: {"val_acc": 0.74, "val_loss": 0.8},
+             0.003: {"val_acc": 0.74, "val_loss": 0.7}, 0.01: {"val_acc": 0.72, "val_loss": 0.6}}  # fmt: skip
+    # accuracy first, the loss breaking the tie at 0.74
+    assert beyond_best(first, 2) == {0.0003, 0.01} and beyond_best(first, 1) == {0.0003, 0.001, 0.01}
+    assert beyond_best(first, 0) == set() and beyond_best(first, 4) == set()
+    tied = {0.001: {"val_acc": 0.7, "val_loss": 0.5}, 0.01: {"val_acc": 0.7, "val_loss": 0.5}}
+    assert beyond_best(tied, 1) == {0.01}  # of equals the smaller rate stays, as choose_lr breaks ties
+    # 0.1 is third on seed 0, so its better later seeds never run; prune_z alone would keep it (1.2 points behind)
+    runs = FakeRuns(table({0.001: [0.80, 0.7, 0.7], 0.01: [0.79, 0.75, 0.75, 0.7], 0.1: [0.788, 0.9, 0.9]}))
+    kept, trials = seed_protocol(
+        runs, [0.001, 0.01, 0.1], [0, 1, 2, 3], Choice(seeds=3, prune_z=3.0, n_val=1500, keep=2)
+    )
+    assert sorted(runs.calls) == sorted([(0, 0.001), (0, 0.01), (0, 0.1), (1, 0.001), (2, 0.001), (1, 0.01),
+                                         (2, 0.01), (3, 0.01)])  # fmt: skip
+    assert trials["0.1"]["pruned"] is True and set(trials["0.1"]["seeds"]) == {"0"}
+    assert {run["lr"] for run in kept.values()} == {0.01}
+
+
+def test_with_one_choice_seed_successive_halving_drops_nothing():
+    from pipeline.arms.protocol import Choice, seed_protocol
+
+    runs = FakeRuns(table({0.001: [0.5, 0.9], 0.01: [0.6, 0.1], 0.1: [0.4, 0.2]}))
+    kept, trials = seed_protocol(runs, [0.001, 0.01, 0.1], [0, 1], Choice(seeds=1, keep=1, n_val=6))
+    assert runs.calls == [(0, 0.001), (0, 0.01), (0, 0.1), (1, 0.01)]
+    assert set(trials) == {"0.001", "0.01", "0.1"}
+
+
+# data_hunger.monitor_per_class: a run's plateau rule and kept weights read a fixed part of the validation split,
+# and the choice reads the kept weights' score on the whole split
+
+
+def monitored_curve(**data_hunger_values) -> Curve:
+    params = tiny_params(cnn_widths=[4], **data_hunger_values)
+    return Curve("paper", "tiny", "tiny", "supervised", params.data_hunger, 8, CPU)
+
+
+def test_the_rule_scores_the_monitor_and_the_choice_reads_the_whole_split(curve_project, monkeypatch):
+    curve_ = monitored_curve(monitor_per_class=1)
+    data = cnn_arm.point_data(curve_, 2)
+    assert len(data.val) == 6 and len(data.monitor) == 3 and data.monitor.labels.tolist() == [0, 1, 2]
+    assert len(cnn_arm.point_data(curve_, 0).monitor.images) == 3  # the same images at every size
+    assert cnn_arm.point_data(curve_, 0).monitor.images.equal(data.monitor.images)
+    scored, models = [], []
+    rule = protocol.train_until_plateau
+
+    def spy_rule(model, *args, val, **kwargs):
+        scored.append(len(val[1]))
+        models.append(model)
+        return rule(model, *args, val=val, **kwargs)
+
+    monkeypatch.setattr(protocol, "train_until_plateau", spy_rule)
+    result = cnn_arm.run_seed(curve_, data, 0, 0.003)
+    whole = evaluate(models[0], data.val.images, data.val.labels, CPU, 8, data.prepare)
+    assert scored == [3]  # the rule saw the monitor alone
+    assert (result["val_acc"], result["val_loss"]) == (whole.accuracy, whole.loss)  # the kept weights, whole split
+    assert result["monitor_val_acc"] * 3 == round(result["monitor_val_acc"] * 3)  # a score of three images
+    assert [r["val_acc"] * 3 == round(r["val_acc"] * 3) for r in result["curve"]] == [True] * len(result["curve"])
+    summary = point_summary("cnn", 2, data, {0: result | {"test_acc": 0.5}}, {}, [0.003], [1.0])
+    assert (summary["n_val"], summary["n_monitor"]) == (6, 3)
+
+
+def test_without_a_monitor_the_run_and_point_file_are_the_committed_protocols(curve_project, monkeypatch):
+    curve_ = monitored_curve(monitor_per_class=0)
+    data = cnn_arm.point_data(curve_, 2)
+    assert data.monitor is None
+    result = cnn_arm.run_seed(curve_, data, 0, 0.003)
+    assert not {"monitor_val_acc", "monitor_val_loss"} & set(result)
+    assert "n_monitor" not in point_summary("cnn", 2, data, {0: result | {"test_acc": 0.5}}, {}, [0.003], [1.0])
+
+
+def test_a_monitor_larger_than_the_validation_split_is_refused_with_its_key(curve_project):
+    with pytest.raises(UserError, match=r"data_hunger.monitor_per_class asks for 3 images per class .* has only 2 "
+                                        r"in the validation split.*lower data_hunger.monitor_per_class"):  # fmt: skip
+        cnn_arm.point_data(monitored_curve(monitor_per_class=3), 2)

@@ -250,6 +250,11 @@ def test_the_choice_seeds_and_pruning_are_checked():
         params_with(data_hunger={"choice_seeds": 0})
     with pytest.raises(ConfigError, match="data_hunger.prune_z must be 0"):
         params_with(data_hunger={"prune_z": -1.0})
+    assert params_with(data_hunger={"choice_keep": 2}).data_hunger.choice_keep == 2
+    with pytest.raises(ConfigError, match="data_hunger.choice_keep must be 0"):
+        params_with(data_hunger={"choice_keep": -1})
+    with pytest.raises(ConfigError, match="data_hunger.monitor_per_class must be 0"):
+        params_with(data_hunger={"monitor_per_class": -5})
 
 
 def test_extra_backbone_seeds_pair_with_the_masked_patch_backbone_only_and_never_repeat():
