@@ -28,6 +28,7 @@ ACROSS_MODULES = {
     "test_replication.py": "benchmarks/replication.py: a stopped replication's or rerun's files kept and restored",
     "test_pruning_pilot.py": "benchmarks/pruning_pilot.py: a sweep's choice replayed with a check inside its runs",
     "test_compute_accounting.py": "benchmarks/compute_accounting.py against the committed point files",
+    "test_halving_replay.py": "benchmarks/halving_replay.py: successive halving replayed on the committed point files",
     "test_layout.py": "this file",
 }
 

@@ -91,6 +91,14 @@ def accounting_ratio(count: str) -> float:
     return committed("compute_accounting.json")["totals"]["ratio"][count]
 
 
+def halving(folder: str, *keys: str):
+    """A total of benchmarks/halving_replay.py's replay of ``folder``'s point files."""
+    value = committed("halving_replay.json")[f"metrics/{folder}"]["totals"]
+    for key in keys:
+        value = value[key]
+    return value
+
+
 def floor_and_cross_kind() -> dict:
     """Stage seconds of issue 37's floor check and cross-kind rerun, fp32 on a 2-core AVX2 EPYC."""
     return partial_run_for("issue37_floor_and_cross_kind")["stage_seconds"]
@@ -378,6 +386,24 @@ QUOTED = [
     ("README.md", "timed took {:.2f}x their time", lambda: same_kind("ratio")),
     ("README.md", "({:.1f} against", lambda: same_kind("issue37_minutes")),
     ("README.md", "against {:.1f} stage minutes), where", lambda: same_kind("issue21_minutes")),
+    (RESULTS, "the committed protocol took {:.2f}x issue 21's time in the stage items", lambda: same_kind("ratio")),
+    (RESULTS, "the curve trains {:.2f}x issue 21's runs", lambda: accounting_ratio("runs")),
+    (RESULTS, "its kept runs take {:.2f}x the training images", lambda: accounting_ratio("train_images")),
+    (RESULTS, "and they score {:.1f}x the validation images", lambda: accounting_ratio("val_images")),
+    (RESULTS, "as it was ({} of 15 cells changed)", lambda: halving("data_hunger", "keep 2", "choices_changed")),
+    (
+        RESULTS,
+        "and {} of 15 of its fresh-seed replication's",
+        lambda: halving("replication", "keep 2", "choices_changed"),
+    ),
+    (RESULTS, "and trains {} runs where", lambda: halving("data_hunger", "keep 2", "runs")),
+    (RESULTS, "where the committed run trained {} (the", lambda: halving("data_hunger", "runs_now")),
+    (RESULTS, "(the replication {}).", lambda: halving("replication", "runs_now")),
+    (RESULTS, "Halving to 1 changes {} of 15 choices", lambda: halving("data_hunger", "keep 1", "choices_changed")),
+    (RESULTS, "to 3 none but trains {}:", lambda: halving("data_hunger", "keep 3", "runs")),
+    (RESULTS, "the kept runs score from {:,} to", lambda: halving("data_hunger", "val_images_now")),
+    (RESULTS, "to {:,} in the committed run's curves", lambda: halving("data_hunger", "val_images_monitored")),
+    (RESULTS, "(on the Zen 4: issue 21's {:.1f} stage minutes there)", lambda: same_kind("issue21_minutes")),
     ("README.md", "the curve trains {:.2f}x the runs", lambda: accounting_ratio("runs")),
     ("README.md", "take {:.2f}x the training images", lambda: accounting_ratio("train_images")),
     ("README.md", "score {:.1f}x the validation images", lambda: accounting_ratio("val_images")),
