@@ -91,6 +91,11 @@ def accounting_ratio(count: str) -> float:
     return committed("compute_accounting.json")["totals"]["ratio"][count]
 
 
+def compute_rule(key: str):
+    """The compute rule's full run so far against issue 21's on the same CPU kind (metrics/repro_time.json)."""
+    return partial_run_for("issue37_compute_rule")["same_cpu_kind_issue21"][key]
+
+
 def halving(folder: str, *keys: str):
     """A total of benchmarks/halving_replay.py's replay of ``folder``'s point files."""
     value = committed("halving_replay.json")[f"metrics/{folder}"]["totals"]
@@ -404,6 +409,14 @@ QUOTED = [
     (RESULTS, "the kept runs score from {:,} to", lambda: halving("data_hunger", "val_images_now")),
     (RESULTS, "to {:,} in the committed run's curves", lambda: halving("data_hunger", "val_images_monitored")),
     (RESULTS, "(on the Zen 4: issue 21's {:.1f} stage minutes there)", lambda: same_kind("issue21_minutes")),
+    (RESULTS, "this kind timed, {} have run", lambda: compute_rule("items_done")),
+    (RESULTS, "have run: {:.1f} stage minutes against issue 21's", lambda: compute_rule("minutes")),
+    (RESULTS, "against issue 21's {:.1f} for the same items", lambda: compute_rule("issue21_minutes")),
+    (RESULTS, "for the same items ({:.2f}x)", lambda: compute_rule("ratio")),
+    (RESULTS, "and {:.2f}x the committed protocol's", lambda: compute_rule("ratio_to_committed")),
+    (RESULTS, "the committed protocol's {:.1f} there", lambda: compute_rule("committed_minutes")),
+    (RESULTS, "which took {:.1f} stage minutes under issue 21 here", lambda: compute_rule("to_run_issue21_minutes")),
+    (RESULTS, "if they take at most {:.1f}.", lambda: compute_rule("allowance_minutes")),
     ("README.md", "the curve trains {:.2f}x the runs", lambda: accounting_ratio("runs")),
     ("README.md", "take {:.2f}x the training images", lambda: accounting_ratio("train_images")),
     ("README.md", "score {:.1f}x the validation images", lambda: accounting_ratio("val_images")),
@@ -583,3 +596,16 @@ def test_issue_37s_same_kind_ratio_is_the_committed_parts_over_issue_21s_run_on_
     assert len(both) == same_kind("items") and set(parts) - set(both) == set(same_kind("issue37_only"))
     assert round(sum(parts[i] for i in both) / sum(issue21[i] for i in both), 2) == same_kind("ratio")
     assert round(sum(issue21.values()) / 60, 1) == run["minutes"]
+
+
+def test_the_compute_rules_ratio_so_far_is_its_stage_seconds_over_issue_21s_on_that_kind():
+    """The compute rule's full run, as far as it has run: its items' seconds (less pauses) over issue 21's."""
+    run, issue21 = partial_run_for("issue37_compute_rule"), issue21_same_kind()
+    so_far = run["same_cpu_kind_issue21"]
+    net = {item: s - run["paused_seconds"].get(item, 0) for item, s in run["stage_seconds"].items()}
+    before = {item: s - issue21.get("paused_seconds", {}).get(item, 0) for item, s in issue21["stage_seconds"].items()}
+    done = list(so_far["per_item"])
+    assert so_far["items_done"] == len(done) and set(done) <= set(net)
+    assert set(done) | set(so_far["restored"]) | set(so_far["to_run"]) == set(same_kind("per_item"))
+    assert round(sum(net[item] for item in done) / 60, 1) == so_far["minutes"]
+    assert round(sum(net[item] for item in done) / sum(before[item] for item in done), 2) == so_far["ratio"]
