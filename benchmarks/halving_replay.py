@@ -66,12 +66,7 @@ def folder_replay(folder: Path, classes: int) -> dict:
     for arm in TRAINED:
         for index in POINTS:
             point = json.loads((folder / f"{arm}_{index}.json").read_text())
-            trials = point["lr_trials"]
-            runs_now = (
-                sum(len(trial["seeds"]) for trial in trials.values())
-                + len(point["runs"])
-                - len(trials[str(point["lr"])]["seeds"])
-            )
+            runs_now = replay(point, 0)["runs"]  # keep 0 stops no rate: the runs the sweep made
             images = monitor_images(point, MONITOR_PER_CLASS * classes)
             cell = {"sweep_chose": point["lr"], "runs_now": runs_now, "val_images": images}
             totals["cells"] += 1
